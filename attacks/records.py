@@ -1,0 +1,31 @@
+"""What the attack side receives: plain arrays and metadata, nothing of Flower, no identities.
+
+This is the whole interface between the curious server and its attacks. An anonymous update
+carries an opaque id, the round and the representation vector; the ground truth behind the id
+stays with the server's referee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AnonymousUpdate:
+    """One shuffled, de-identified update: what the honest-but-curious server sees of a device."""
+
+    update_id: str
+    round: int
+    vector: np.ndarray  # flattened, L2-normalised Δw over the attack layers
+    num_examples: int
+
+
+@dataclass(frozen=True)
+class RoundSnapshot:
+    """The round's global model and the training config the server sent with it."""
+
+    round: int
+    arrays: dict[str, np.ndarray]
+    train_config: dict[str, float | int | str] = field(default_factory=dict)

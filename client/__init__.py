@@ -1,0 +1,1 @@
+"""The Flower ClientApp: a device that trains locally with FedAvg DeviceUpdate."""

@@ -1,0 +1,67 @@
+"""The device: FedAvg DeviceUpdate (seed 001, Algorithm 1) on its own private data.
+
+The same ClientApp serves the Ray simulation and the Deployment Engine. A device learns which
+user it is from its SuperNode's ``node_config["partition-id"]``; the experiment config arrives
+with each round's training config, so simulation and deployment build the same federation.
+The reply carries the trained weights and ``num-examples``; the user id travels in a separate
+ConfigRecord that the server's shuffler removes before anything else looks at the reply.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from leakbed.config import ExperimentConfig
+from leakbed.data import federation
+from leakbed.models import build_model
+from leakbed.training import TrainConfig, evaluate, local_update, pick_device
+
+TRUTH_KEY = "leakbed-truth"
+
+app = ClientApp()
+
+
+def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, str, int, torch.nn.Module]:
+    conf = msg.content.config_records["config"]
+    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
+    rule = str(conf["prior-rule"])
+    pid = int(context.node_config["partition-id"])
+    fed = federation(cfg, rule)
+    if not 0 <= pid < len(fed.user_ids):
+        raise ValueError(f"partition-id {pid} outside the federation's {len(fed.user_ids)} users")
+    model = build_model(cfg.model, fed.corpus)
+    model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
+    return cfg, rule, pid, model
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    torch.set_num_threads(1)
+    cfg, rule, pid, model = _setup(msg, context)
+    conf = msg.content.config_records["config"]
+    fed = federation(cfg, rule)
+    data = fed.private(pid)
+    tcfg = TrainConfig(int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"]))
+    seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{pid}/device".encode())
+    torch.manual_seed(seed)
+    loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
+    content = RecordDict({
+        "arrays": ArrayRecord(model.cpu().state_dict()),
+        "metrics": MetricRecord({"num-examples": len(data), "train-loss": loss}),
+        TRUTH_KEY: ConfigRecord({"user-id": fed.user_ids[pid]}),
+    })
+    return Message(content=content, reply_to=msg)
+
+
+@app.evaluate()
+def evaluate_local(msg: Message, context: Context) -> Message:
+    torch.set_num_threads(1)
+    cfg, rule, pid, model = _setup(msg, context)
+    fed = federation(cfg, rule)
+    data = fed.splits[fed.user_ids[pid]].test
+    metrics = evaluate(model, data, fed.corpus.task, device=pick_device(cfg.device)) if len(data) else {"utility": 0.0}
+    return Message(content=RecordDict({"metrics": MetricRecord({"num-examples": len(data), **metrics})}), reply_to=msg)

@@ -1,0 +1,1 @@
+"""leakbed's shared ground: config, per-user data, models, local training, the update store."""

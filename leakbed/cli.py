@@ -1,0 +1,137 @@
+"""``leakbed``: validate an experiment, run it in the Ray simulation, write and print the report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from leakbed.config import ConfigError, ExperimentConfig, dump_config, load_config
+from leakbed.paths import default_run_dir
+
+QUIET_ENV = {
+    "FLWR_LOG_LEVEL": "WARNING", "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def _fail(message: str) -> int:
+    print(f"leakbed: error: {message}", file=sys.stderr)
+    return 2
+
+
+def preflight(cfg: ExperimentConfig) -> None:
+    """Load every prior's federation and build the model once, so bad input fails before anything starts."""
+    from leakbed.data import federation
+    from leakbed.models import attack_keys, build_model
+
+    for rule in cfg.split.priors:
+        fed = federation(cfg, rule)
+        attack_keys(build_model(cfg.model, fed.corpus), cfg.model.attack_layers)
+
+
+def _out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
+    path = Path(out) if out else default_run_dir(cfg.name)
+    if path.exists() and any(path.iterdir()):
+        raise ConfigError(f"--out {path}: folder exists and is not empty; refusing to overwrite it")
+    return path
+
+
+def _print_table(run_dir: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from leakbed.report import load_runs, table_rows
+
+    header, rows = table_rows(load_runs(run_dir))
+    table = Table(title="Re-identification (closed world): AP % (× chance), top-1 %, top-5 %")
+    for h in header:
+        table.add_column(h)
+    for r in rows:
+        table.add_row(*r)
+    Console().print(table)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leakbed.data import DataError
+
+    try:
+        cfg = load_config(args.config, args.set)
+        run_dir = _out_dir(cfg, args.out)
+        preflight(cfg)
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from leakbed.report import write_report
+    from leakbed.simulate import simulate
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(dump_config(cfg))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns) as bar:
+        for rule in cfg.split.priors:
+            task = bar.add_task(f"{rule} prior: FL rounds", total=cfg.fl.rounds)
+
+            def progress(rnd: int, util: dict[str, float], task: int = task, rule: str = rule) -> None:
+                if rnd:
+                    bar.update(task, completed=rnd, description=f"{rule} prior: FL rounds (utility {util['utility']:.3f})")
+
+            simulate(cfg, rule, run_dir / rule, progress)
+    report = write_report(run_dir)
+    _print_table(run_dir)
+    print(f"report: {report}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from leakbed.data import DataError
+
+    try:
+        cfg = load_config(args.config, args.set)
+        preflight(cfg)
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    print(dump_config(cfg), end="")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from leakbed.report import write_report
+
+    run_dir = Path(args.run_dir)
+    try:
+        path = write_report(run_dir)
+    except FileNotFoundError as err:
+        return _fail(str(err))
+    _print_table(run_dir)
+    print(f"report: {path}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, fn, help_ in (("run", cmd_run, "run an experiment in the Ray simulation"), ("validate", cmd_validate, "check a config and its data, print the frozen config")):
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+        s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field, e.g. fl.rounds=5")
+        if name == "run":
+            s.add_argument("--out", help="run folder (must be new or empty)")
+        s.set_defaults(fn=fn)
+    r = sub.add_parser("report", help="re-write the report of a finished run")
+    r.add_argument("run_dir")
+    r.set_defaults(fn=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    args = parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""One pydantic model describes a whole experiment.
+
+Every field has a default, a bound (numeric range, literal set or length) and a unit in its
+description, so a run directory's frozen ``config.toml`` fully determines the run.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+AttackerName = Literal["mlp", "svm", "knn"]
+PriorRule = Literal["random", "chrono"]
+DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
+ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
+
+
+class Section(BaseModel):
+    """Strict base: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticConfig(Section):
+    """The embedded generator: users with their own class preferences and capture style."""
+
+    users: int = Field(60, ge=2, le=100_000, description="users in the population [count]")
+    classes: int = Field(10, ge=2, le=1000, description="image classes [count]")
+    examples_per_user: int = Field(120, ge=8, le=100_000, description="mean examples per user [count]")
+    size_spread: float = Field(0.3, ge=0.0, le=2.0, description="log-normal sigma of user data sizes [1]")
+    image_size: int = Field(16, ge=8, le=224, description="image height and width [pixels]")
+    channels: int = Field(3, ge=1, le=3, description="image channels [count]")
+    bias: float = Field(
+        0.9, ge=0.0, le=1.0, description="selection-bias strength; 0 is the IID control [fraction]"
+    )
+    style: float = Field(
+        1.0, ge=0.0, le=5.0, description="capture-style strength, scaled by bias [multiple]"
+    )
+    drift: float = Field(
+        0.3, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]"
+    )
+    albums_per_user: int = Field(4, ge=1, le=1000, description="albums per user [count]")
+    noise: float = Field(0.25, ge=0.0, le=5.0, description="pixel noise standard deviation [intensity]")
+    property_rate: float = Field(
+        0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]"
+    )
+
+
+class DataConfig(Section):
+    """Where per-user data comes from and how users are filtered."""
+
+    source: DataSource = Field("synthetic", description="data source [name]")
+    path: str = Field("", max_length=4096, description="file or folder for non-synthetic sources [path]")
+    partition_by: str = Field(
+        "writer_id", max_length=128, description="natural-id column for flwr-datasets [column name]"
+    )
+    synthetic: SyntheticConfig = SyntheticConfig()
+    max_users: int = Field(0, ge=0, le=1_000_000, description="keep at most this many users, 0 = all [count]")
+    min_examples: int = Field(20, ge=2, le=1_000_000, description="drop users with fewer examples [count]")
+    seq_len: int = Field(80, ge=2, le=2048, description="text window length [tokens]")
+    vocab_size: int = Field(5000, ge=10, le=200_000, description="word vocabulary size [tokens]")
+    image_size: int = Field(28, ge=8, le=512, description="side of images read from paths [pixels]")
+    test_fraction: float = Field(
+        0.2, ge=0.0, le=0.9, description="per-user share held out to measure utility [fraction]"
+    )
+
+
+class SplitConfig(Section):
+    """How each user's data divides into device-private data and the attacker's prior."""
+
+    priors: list[PriorRule] = Field(
+        ["random", "chrono"], min_length=1, max_length=2, description="prior rules, one FL run each [names]"
+    )
+    prior_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="share of a user's data that is prior [fraction]")
+    prior_count: int = Field(0, ge=0, le=1_000_000, description="prior examples per user; >0 overrides fraction [count]")
+
+    @model_validator(mode="after")
+    def _unique(self) -> SplitConfig:
+        if len(set(self.priors)) != len(self.priors):
+            raise ValueError("priors must not repeat")
+        return self
+
+
+class ModelConfig(Section):
+    """The shared model and which of its parameters represent an update for the attacks."""
+
+    name: ModelName = Field("auto", description="architecture; auto picks by task [name]")
+    attack_layers: list[str] = Field(
+        ["final"], min_length=1, max_length=64,
+        description="parameter-name prefixes, or 'final' for the last fully-connected layer [names]",
+    )
+    weights_path: str = Field("", max_length=4096, description="local pretrained state_dict, optional [path]")
+
+
+class FLConfig(Section):
+    """Federated Averaging (seed 001, Algorithm 1)."""
+
+    rounds: int = Field(20, ge=1, le=100_000, description="FL rounds T [count]")
+    fraction_train: float = Field(0.2, gt=0.0, le=1.0, description="devices sampled per round C [fraction]")
+    local_epochs: int = Field(1, ge=1, le=1000, description="local epochs E [count]")
+    batch_size: int = Field(16, ge=1, le=65_536, description="local batch size B [examples]")
+    lr: float = Field(0.05, gt=0.0, le=10.0, description="local learning rate eta [1]")
+    optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer [name]")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum [1]")
+    round_timeout: float = Field(600.0, gt=0.0, le=86_400.0, description="reply timeout per round [s]")
+
+
+class AttackConfig(Section):
+    """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
+
+    attackers: list[AttackerName] = Field(
+        ["mlp", "svm", "knn"], min_length=1, max_length=3, description="re-identification attackers [names]"
+    )
+    workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
+    queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
+    submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
+    mlp_epochs: int = Field(300, ge=1, le=100_000, description="MLP training epochs [count]")
+    knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
+
+    @model_validator(mode="after")
+    def _unique(self) -> AttackConfig:
+        if len(set(self.attackers)) != len(self.attackers):
+            raise ValueError("attackers must not repeat")
+        return self
+
+
+class SimulationConfig(Section):
+    """Ray backend resources for the Simulation Engine."""
+
+    client_cpus: float = Field(1.0, gt=0.0, le=256.0, description="CPUs per virtual client actor [cores]")
+    client_gpus: float = Field(0.0, ge=0.0, le=8.0, description="GPUs per actor, fractions allowed [GPUs]")
+
+
+class ExperimentConfig(Section):
+    """A whole experiment: data, split, model, FL, attacks and simulation resources."""
+
+    name: str = Field("experiment", min_length=1, max_length=128, description="label for reports [text]")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="master seed for every random choice [integer]")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch device; auto = CUDA when present [name]")
+    data: DataConfig = DataConfig()
+    split: SplitConfig = SplitConfig()
+    model: ModelConfig = ModelConfig()
+    fl: FLConfig = FLConfig()
+    attack: AttackConfig = AttackConfig()
+    simulation: SimulationConfig = SimulationConfig()
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> ExperimentConfig:
+        if self.data.source != "synthetic" and not self.data.path:
+            raise ValueError(f"data.path is required for data.source = {self.data.source!r}")
+        return self
+
+
+class ConfigError(ValueError):
+    """A config that cannot describe a run; its message is one line naming the field."""
+
+
+def _parse_value(text: str) -> Any:
+    """Read an override's value as TOML (numbers, booleans, arrays, quoted strings), else a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """Set ``a.b.c=value`` inside a nested dict, creating sections as needed."""
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {assignment!r}: expected key=value")
+    parts = key.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {key}: {part} is not a section")
+        node = child
+    node[parts[-1]] = _parse_value(raw.strip())
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "config"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    got = f" (got {first['input']!r})" if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict) else ""
+    return f"{where}: {first['msg']}{got}{more}"
+
+
+def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Validate a raw tree plus ``key=value`` overrides into an ExperimentConfig."""
+    tree = _deep_copy(tree)
+    for assignment in overrides:
+        apply_override(tree, assignment)
+    try:
+        return ExperimentConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Load a TOML file (or the defaults when ``path`` is None) and apply overrides."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            tree = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{p}: no such config file") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{p}: not valid TOML: {err}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{p}: cannot read: {err}") from None
+    return build_config(tree, overrides)
+
+
+def _deep_copy(tree: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in tree.items()}
+
+
+def dump_config(cfg: ExperimentConfig) -> str:
+    """The frozen config as TOML, readable back by ``load_config``."""
+    import tomli_w
+
+    return tomli_w.dumps(cfg.model_dump(mode="json"))

@@ -1,0 +1,7 @@
+"""The one error type every data loader raises for unusable input."""
+
+from __future__ import annotations
+
+
+class DataError(ValueError):
+    """Input data that cannot become a ``Corpus``; the message is one line naming the file (and row)."""

@@ -1,0 +1,64 @@
+"""Launch one FL run in Flower's Simulation Engine (Ray backend)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from leakbed.config import ExperimentConfig
+from leakbed.data import federation
+
+
+@contextlib.contextmanager
+def seeded_node_ids(seed: int) -> Iterator[None]:
+    """Make the simulated SuperLink's node ids a function of the seed.
+
+    Flower draws node ids from ``secrets``; the server samples devices by node id, so without
+    this the same seed would sample different users. Only the in-process simulation is patched.
+    """
+    from flwr.server.superlink.linkstate import in_memory_linkstate as state
+
+    original = state.generate_rand_int_from_bytes
+    rng = random.Random(f"leakbed-node-ids/{seed}")
+
+    def seeded(num_bytes: int, exclude: set[int] | None = None) -> int:
+        while True:
+            value = rng.getrandbits(8 * num_bytes)
+            if value and (exclude is None or value not in exclude):
+                return value
+
+    state.generate_rand_int_from_bytes = seeded
+    try:
+        yield
+    finally:
+        state.generate_rand_int_from_bytes = original
+
+
+def backend_config(cfg: ExperimentConfig) -> dict:
+    return {
+        "client_resources": {"num_cpus": cfg.simulation.client_cpus, "num_gpus": cfg.simulation.client_gpus},
+        "init_args": {"logging_level": "ERROR", "log_to_driver": False, "include_dashboard": False},
+    }
+
+
+def simulate(cfg: ExperimentConfig, rule: str, out: Path, progress: Callable[[int, dict[str, float]], None] | None = None) -> dict:
+    """Run the ServerApp and one virtual SuperNode per user; returns the run's summary."""
+    import json
+
+    from flwr.simulation import run_simulation
+
+    from client.app import app as client_app
+    from server.app import build_server_app
+
+    users = len(federation(cfg, rule).user_ids)
+    with seeded_node_ids(cfg.seed):
+        run_simulation(
+            server_app=build_server_app(cfg, rule, out, progress), client_app=client_app,
+            num_supernodes=users, backend_config=backend_config(cfg),
+        )
+    path = out / "metrics.json"
+    if not path.exists():
+        raise RuntimeError(f"the simulation of the {rule} prior ended without results (see the log above)")
+    return json.loads(path.read_text())

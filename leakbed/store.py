@@ -1,0 +1,83 @@
+"""The on-disk update store of a run: one small file per round and kind, written as rounds arrive.
+
+Nothing is held in memory across rounds, so a long run's footprint does not grow with rounds;
+the store also lets any result be re-scored later. Kinds: ``global`` (the round's global model),
+``shadow`` (the attacker's own updates, labelled by the identities it knows), ``anon`` (the
+anonymous updates, keyed by opaque update ids), ``pred`` (an attacker's scores).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+
+class UpdateStore:
+    """Append-only folder of ``.npz`` files; writes are atomic (temp file + rename)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _write(self, kind: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
+        folder = self.root / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.npz"
+        tmp = folder / f".{name}.{uuid.uuid4().hex}.tmp.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+        return path
+
+    def write_global(self, rnd: int, arrays: dict[str, np.ndarray]) -> Path:
+        return self._write("global", f"r{rnd:06d}", {k.replace(".", "/"): v for k, v in arrays.items()})
+
+    def read_global(self, rnd: int) -> dict[str, np.ndarray]:
+        with np.load(self.root / "global" / f"r{rnd:06d}.npz") as z:
+            return {k.replace("/", "."): z[k] for k in z.files}
+
+    def write_shadow(self, rnd: int, labels: list[str], vectors: np.ndarray) -> Path:
+        return self._write("shadow", f"r{rnd:06d}", {"labels": np.asarray(labels), "vectors": vectors})
+
+    def write_anon(self, rnd: int, batch: str, ids: list[str], vectors: np.ndarray, num_examples: np.ndarray) -> Path:
+        return self._write(
+            "anon", f"r{rnd:06d}-{batch}",
+            {"ids": np.asarray(ids), "vectors": vectors, "num_examples": num_examples, "round": np.full(len(ids), rnd)},
+        )
+
+    def write_predictions(self, attacker: str, ids: np.ndarray, rounds: np.ndarray, classes: np.ndarray, scores: np.ndarray) -> Path:
+        return self._write("pred", attacker, {"ids": ids, "rounds": rounds, "classes": classes, "scores": scores})
+
+    def read_predictions(self, attacker: str) -> dict[str, np.ndarray]:
+        with np.load(self.root / "pred" / f"{attacker}.npz") as z:
+            return {k: z[k] for k in z.files}
+
+    def _read_kind(self, kind: str, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+        files = sorted((self.root / kind).glob("r*.npz"))
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+        for f in files:
+            with np.load(f) as z:
+                for k in keys:
+                    parts[k].append(z[k])
+        return {k: np.concatenate(v) if v else np.empty(0) for k, v in parts.items()}
+
+    def read_shadow(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All shadow updates: (vectors, labels, rounds)."""
+        files = sorted((self.root / "shadow").glob("r*.npz"))
+        vecs, labels, rounds = [], [], []
+        for f in files:
+            with np.load(f) as z:
+                vecs.append(z["vectors"])
+                labels.append(z["labels"])
+                rounds.append(np.full(len(z["labels"]), int(f.stem[1:])))
+        if not vecs:
+            return np.empty((0, 0), np.float32), np.empty(0, str), np.empty(0, int)
+        return np.concatenate(vecs), np.concatenate(labels), np.concatenate(rounds)
+
+    def read_anon(self) -> dict[str, np.ndarray]:
+        """All anonymous updates: ids, vectors, num_examples, round."""
+        return self._read_kind("anon", ("ids", "vectors", "num_examples", "round"))
+
+    def shadow_rounds(self) -> list[int]:
+        return sorted(int(f.stem[1:]) for f in (self.root / "shadow").glob("r*.npz"))

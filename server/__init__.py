@@ -1,0 +1,1 @@
+"""The Flower ServerApp: curious strategy, shuffler, referee."""

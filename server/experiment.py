@@ -1,0 +1,98 @@
+"""One FL run of an experiment under one prior rule, shared by every way of launching it.
+
+The Ray simulation (``leakbed run``) and ``flwr run .`` (simulation or deployment) both call
+``run_federation`` from their ServerApp main; nothing forks by mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+from flwr.serverapp import Grid
+
+from attacks import AttackerKnowledge, AttackPool
+from leakbed.config import ExperimentConfig
+from leakbed.data import Federation, federation
+from leakbed.models import attack_keys, build_model
+from leakbed.store import UpdateStore
+from leakbed.training import evaluate, pick_device
+from server.referee import Referee
+from server.shuffler import Shuffler
+from server.strategy import CuriousFedAvg
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int, dict[str, float]], None]
+
+
+def _knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> AttackerKnowledge:
+    """What the curious server knows: prior data by identity, the corpus' shape, no private data."""
+    return AttackerKnowledge(
+        prior=fed.prior(), corpus_meta=replace(fed.corpus, users={}), model=cfg.model,
+        attack=cfg.attack, keys=keys, seed=cfg.seed, device=cfg.device,
+    )
+
+
+def _train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
+    return ConfigRecord({
+        "epochs": cfg.fl.local_epochs, "batch_size": cfg.fl.batch_size, "lr": cfg.fl.lr,
+        "optimizer": cfg.fl.optimizer, "momentum": cfg.fl.momentum,
+        "experiment": cfg.model_dump_json(), "prior-rule": rule,
+    })
+
+
+def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> dict:
+    """Train with the curious strategy, fit the attacks, score them; writes ``out/metrics.json``."""
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    fed = federation(cfg, rule)
+    model = build_model(cfg.model, fed.corpus)
+    keys = attack_keys(model, cfg.model.attack_layers)
+    store = UpdateStore(out / "store")
+    referee = Referee(out / "referee")
+    test = fed.test_set()
+    device = pick_device(cfg.device)
+    utility: dict[int, dict[str, float]] = {}
+
+    def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
+        model.load_state_dict(arrays.to_torch_state_dict())
+        utility[rnd] = evaluate(model, test, fed.corpus.task, device=device)
+        if progress:
+            progress(rnd, utility[rnd])
+        return MetricRecord(utility[rnd])
+
+    pool = AttackPool(_knowledge(cfg, fed, keys), str(store.root), workers=cfg.attack.workers,
+                      queue_size=cfg.attack.queue_size, submit_timeout=cfg.attack.submit_timeout)
+    try:
+        strategy = CuriousFedAvg(
+            shuffler=Shuffler(referee, keys, cfg.seed), pool=pool, seed=cfg.seed,
+            fraction_train=cfg.fl.fraction_train, fraction_evaluate=0.0, min_train_nodes=1,
+            min_evaluate_nodes=0, min_available_nodes=len(fed.user_ids),
+        )
+        t0 = time.perf_counter()
+        strategy.start(
+            grid=grid, initial_arrays=ArrayRecord(model.state_dict()), num_rounds=cfg.fl.rounds,
+            timeout=cfg.fl.round_timeout, train_config=_train_config(cfg, rule), evaluate_fn=evaluate_fn,
+        )
+        fl_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        pool.fit(list(cfg.attack.attackers))
+        attack_seconds = time.perf_counter() - t1
+    finally:
+        pool.close()
+    metrics = {name: referee.score(store, name) for name in cfg.attack.attackers if pool.stats.fit_seconds.get(name, float("nan")) == pool.stats.fit_seconds.get(name, float("nan"))}
+    summary = {
+        "prior": rule, "users": len(fed.user_ids), "rounds": cfg.fl.rounds, "attackers": metrics,
+        "utility": {str(r): u for r, u in sorted(utility.items())},
+        "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
+        "pool": pool.stats.to_dict(), "fl_seconds": fl_seconds, "attack_fit_seconds": attack_seconds,
+        "attack_layers": keys,
+    }
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    return summary

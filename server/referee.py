@@ -1,0 +1,42 @@
+"""The referee: the only holder of ground truth. It receives sealed (update id → user id) pairs
+from the shuffler, never passes them on, and joins them with the attacks' predictions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from attacks.scoring import reid_metrics
+from leakbed.store import UpdateStore
+
+
+class Referee:
+    """Ground truth sealed in a file the attack side is never told about."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._path = self.folder / "truth.jsonl"
+        self._truth: dict[str, str] = {}
+
+    def seal(self, update_id: str, user_id: str, rnd: int) -> None:
+        self._truth[update_id] = user_id
+        with self._path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"update_id": update_id, "user_id": user_id, "round": rnd}) + "\n")
+
+    def truth_for(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray([self._truth[str(i)] for i in ids])
+
+    def score(self, store: UpdateStore, attacker: str) -> dict:
+        """Overall and per-round metrics for one attacker's predictions."""
+        pred = store.read_predictions(attacker)
+        truth = self.truth_for(pred["ids"])
+        overall = reid_metrics(truth, pred["classes"], pred["scores"])
+        per_round = {}
+        for rnd in np.unique(pred["rounds"]):
+            sel = pred["rounds"] == rnd
+            per_round[int(rnd)] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
+        return {**overall, "per_round": per_round}

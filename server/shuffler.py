@@ -1,0 +1,38 @@
+"""The shuffler stage (seed 001 §3, "De-identification in FL"): strips every reply of identity.
+
+It removes the node id, timing and arrival order, assigns an opaque update id, seals the ground
+truth for the referee only, and emits plain anonymous updates for aggregation and the attacks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.app import Message
+
+from attacks import AnonymousUpdate
+from leakbed.updates import delta_vector
+from server.referee import Referee
+
+TRUTH_KEY = "leakbed-truth"
+
+
+class Shuffler:
+    def __init__(self, referee: Referee, keys: list[str], seed: int) -> None:
+        self._referee = referee
+        self._keys = keys
+        self._rng = np.random.default_rng([seed, 0x5A])
+
+    def process(self, rnd: int, global_arrays: dict[str, np.ndarray], replies: list[Message]) -> list[AnonymousUpdate]:
+        """Take the truth record out of each reply (in place) and return the anonymous updates, shuffled."""
+        out = []
+        for msg in replies:
+            truth = msg.content.config_records[TRUTH_KEY]
+            del msg.content[TRUTH_KEY]
+            arrays = msg.content.array_records["arrays"]
+            local = {k: arrays[k].numpy() for k in self._keys}
+            update_id = self._rng.bytes(8).hex()
+            self._referee.seal(update_id, str(truth["user-id"]), rnd)
+            n = int(msg.content.metric_records["metrics"]["num-examples"])
+            out.append(AnonymousUpdate(update_id, rnd, delta_vector(global_arrays, local, self._keys), n))
+        order = self._rng.permutation(len(out))
+        return [out[i] for i in order]

@@ -1,0 +1,95 @@
+"""The honest-but-curious aggregator: FedAvg that taps every anonymized reply before aggregating.
+
+Seed 001 §4.1: the server runs the protocol faithfully (plain FedAvg aggregation) but hands every
+de-identified update to its attacks. Failed and malformed replies are counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from attacks import AttackPool, RoundSnapshot
+from server.shuffler import Shuffler
+from server.validation import reply_problem
+
+log = logging.getLogger(__name__)
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "optimizer", "momentum")
+
+
+@dataclass
+class RoundLog:
+    sampled: int = 0
+    received: int = 0
+    failed: int = 0
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+class CuriousFedAvg(FedAvg):
+    def __init__(self, *, shuffler: Shuffler, pool: AttackPool, seed: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._seed = seed
+        self._shuffler = shuffler
+        self._pool = pool
+        self._global: dict[str, np.ndarray] = {}
+        self.rounds: dict[int, RoundLog] = {}
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+        """Keep the round's global model (aggregate_train is not given it) and share it with the attacks."""
+        self._global = {k: v.numpy() for k, v in arrays.items()}
+        config["server-round"] = server_round
+        nodes = self._sample(server_round, grid)
+        messages = list(self._construct_messages(RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config}), nodes, MessageType.TRAIN))
+        self.rounds[server_round] = RoundLog(sampled=len(messages))
+        train_config = {k: config[k] for k in TRAIN_KEYS}
+        self._pool.submit_round(RoundSnapshot(server_round, self._global, train_config))
+        return messages
+
+    def _sample(self, server_round: int, grid: Grid) -> list[int]:
+        """C·K devices from a per-round seeded RNG (FedAvg's sampler uses the shared global ``random``)."""
+        while len(nodes := sorted(grid.get_node_ids())) < self.min_available_nodes:
+            time.sleep(1)
+        k = max(int(len(nodes) * self.fraction_train), self.min_train_nodes)
+        return random.Random(f"{self._seed}/{server_round}").sample(nodes, min(k, len(nodes)))
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Drop failures and malformed replies, anonymize the rest, tap them, then aggregate normally."""
+        stats = self.rounds.setdefault(server_round, RoundLog())
+        usable = []
+        for msg in replies:
+            stats.received += 1
+            if msg.has_error():
+                stats.failed += 1
+                stats.reasons.append(f"error: {msg.error.reason}")
+                continue
+            problem = reply_problem(msg, self._global)
+            if problem:
+                stats.rejected += 1
+                stats.reasons.append(f"rejected: {problem}")
+                log.warning("round %d: rejected a reply: %s", server_round, problem)
+                continue
+            usable.append(msg)
+        usable.sort(key=_digest)  # arrival order must not change the (floating-point) aggregate
+        anonymous = self._shuffler.process(server_round, self._global, usable)
+        self._pool.submit_updates(anonymous)
+        if not usable:
+            return None, None
+        return super().aggregate_train(server_round, usable)
+
+
+def _digest(msg: Message) -> str:
+    """A content hash giving replies an order independent of arrival."""
+    h = hashlib.sha1()
+    for _, arr in sorted(msg.content.array_records["arrays"].items()):
+        h.update(arr.data)
+    return h.hexdigest()

@@ -1,0 +1,30 @@
+"""Reject malformed replies before they reach the shuffler, the attacks or the aggregate."""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.app import Message
+
+from server.shuffler import TRUTH_KEY
+
+
+def reply_problem(msg: Message, global_arrays: dict[str, np.ndarray]) -> str | None:
+    """Why a reply cannot be used (wrong records, keys, shapes, non-finite values), or None."""
+    content = msg.content
+    if "arrays" not in content.array_records or "metrics" not in content.metric_records:
+        return "missing arrays or metrics record"
+    if TRUTH_KEY not in content.config_records:
+        return "missing ground-truth record"
+    arrays = content.array_records["arrays"]
+    if set(arrays.keys()) != set(global_arrays):
+        return "parameter names differ from the global model"
+    for key, ref in global_arrays.items():
+        arr = arrays[key].numpy()
+        if arr.shape != ref.shape:
+            return f"{key}: shape {arr.shape} != {ref.shape}"
+        if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+            return f"{key}: non-finite values"
+    n = content.metric_records["metrics"].get("num-examples")
+    if not isinstance(n, int | float) or n <= 0:
+        return "num-examples missing or not positive"
+    return None
