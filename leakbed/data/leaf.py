@@ -81,6 +81,13 @@ def _kind(user_data: dict[str, dict[str, list[Any]]]) -> str | None:
     return None
 
 
+def _reject_image_names(file: Path, user_data: dict[str, dict[str, list[Any]]]) -> None:
+    """LEAF CelebA rows are image file names, not text: say so instead of modelling file names."""
+    row = next(rec["x"][0] for rec in user_data.values() if rec["x"])
+    if isinstance(row, str) and re.fullmatch(r"[\w.-]+\.(jpe?g|png|bmp|gif)", row.strip(), re.IGNORECASE):
+        raise DataError(f"{file}: x rows name image files ({row!r}); list them in a table and use source = table")
+
+
 def _resize(images: np.ndarray, size: int) -> np.ndarray:
     """Bilinear resize of (n, 1, s, s) float images; one PIL call per image, not per pixel."""
     from PIL import Image
@@ -117,6 +124,7 @@ def load_leaf(path: str, *, image_size: int = 28) -> Corpus:
             continue
         if kind is None:
             kind = shard_kind
+            _reject_image_names(file, user_data)
         elif kind != shard_kind:
             raise DataError(f"{file}: {shard_kind} rows, but earlier shards hold {kind} rows")
         for user, rec in user_data.items():

@@ -51,6 +51,12 @@ def _quiet_telemetry() -> None:
         telemetry.FLWR_TELEMETRY_ENABLED = os.environ.get("FLWR_TELEMETRY_ENABLED", "0")
 
 
+def _reason(err: BaseException) -> str:
+    """An exception as one short line for a DataError message."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+
 def _to_array(value: Any, where: str) -> tuple[np.ndarray, bool]:
     """One image as float (C, H, W) in [0, 1] and whether it was grayscale."""
     from PIL import Image
@@ -149,10 +155,9 @@ def _convert(fds: Any, where: str, *, name: str, partition_by: str, image_size: 
     try:
         split = fds.load_split("train")
     except Exception as err:  # datasets and the hub raise many unrelated types
-        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")
         if local:
-            raise DataError(f"{where}: cannot load with flwr-datasets ({reason})") from None
-        raise DataError(f"cannot load {where} from the hub (offline?) ({reason})") from None
+            raise DataError(f"{where}: cannot load with flwr-datasets ({_reason(err)})") from None
+        raise DataError(f"cannot load {where} from the hub (offline?) ({_reason(err)})") from None
     columns = list(split.column_names)
     if partition_by not in columns:
         raise DataError(f"{where}: no column {partition_by!r} to partition by (columns: {', '.join(columns)})")
@@ -171,7 +176,10 @@ def _convert(fds: Any, where: str, *, name: str, partition_by: str, image_size: 
         raise DataError(f"{where}: no label column ({' or '.join(LABEL_COLUMNS)})")
     attr_cols = [c for c in columns if c not in (partition_by, image_col, label_col, "timestamp")]
 
-    fds.load_partition(0, "train")  # assigns the split to the partitioner, which builds the id map
+    try:
+        fds.load_partition(0, "train")  # assigns the split to the partitioner, which builds the id map
+    except (TypeError, ValueError, KeyError) as err:  # e.g. missing ids that cannot be sorted
+        raise DataError(f"{where}: cannot partition by {partition_by!r} ({_reason(err)})") from None
     id_map = fds.partitioners["train"].partition_id_to_natural_id
     per_user: dict[str, dict[str, Any]] = {}
     for pid in range(fds.partitioners["train"].num_partitions):

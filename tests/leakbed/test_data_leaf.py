@@ -156,3 +156,9 @@ def test_small_image_shard_keeps_femnist_label_space(tmp_path: Path) -> None:
     corpus = load_leaf(str(tmp_path))
     assert corpus.num_classes == 62
     assert corpus.users["w"].x.max() == 0.0  # all-white page -> all background
+
+
+def test_celeba_style_file_names_are_rejected(tmp_path: Path) -> None:
+    _write(tmp_path / "c.json", {"users": ["7"], "user_data": {"7": {"x": ["000001.jpg"], "y": [1]}}})
+    with pytest.raises(DataError, match="x rows name image files"):
+        load_leaf(str(tmp_path))

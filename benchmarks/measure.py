@@ -1,0 +1,170 @@
+"""Peak memory of a process tree, sampled from /proc in a background thread (Linux, stdlib only).
+
+The tree is a root process (by default this one) and all its descendants: Ray's GCS server,
+raylet and worker/actor processes, the attack pool's worker processes. Every ``interval``
+seconds the sampler sums VmRSS over the tree (and, optionally, PSS from ``smaps_rollup``) and
+keeps the maximum. RSS counts shared pages (the torch libraries every worker maps, Ray's
+shared-memory object store) once per process, so the RSS sum overstates the machine's real use;
+the PSS sum splits shared pages between their users and is the closer figure.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+def _children() -> dict[int, list[int]]:
+    """ppid -> child pids, from /proc/<pid>/stat."""
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # exited meanwhile
+            continue
+        # the command name may hold spaces and parentheses: fields after the last ')' are "state ppid ..."
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its living descendants."""
+    kids = _children()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, ()))
+    return out
+
+
+def _field_kib(path: str, key: str) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def rss_kib(pid: int) -> int | None:
+    return _field_kib(f"/proc/{pid}/status", b"VmRSS:")
+
+
+def hwm_kib(pid: int) -> int | None:
+    return _field_kib(f"/proc/{pid}/status", b"VmHWM:")
+
+
+def pss_kib(pid: int) -> int | None:
+    return _field_kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
+
+
+def label(pid: int) -> str:
+    """A short name for a process: Ray's process title, 'attack-worker' for the pool's spawned workers, else comm."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            comm = f.read().strip().decode(errors="replace")
+    except OSError:
+        return "?"
+    first = argv[0].decode(errors="replace") if argv else ""
+    if first.startswith("ray::"):
+        return first.split()[0]
+    if any(b"multiprocessing.spawn" in a for a in argv):
+        return "mp-spawn child (attack worker)"
+    if any(b"resource_tracker" in a for a in argv):
+        return "mp resource tracker"
+    if pid == os.getpid():
+        return "driver (this process)"
+    return comm
+
+
+@dataclass
+class TreeMemory:
+    """Context manager sampling the tree's summed RSS (and PSS) every ``interval`` seconds."""
+
+    root: int = field(default_factory=os.getpid)
+    interval: float = 0.2
+    pss: bool = True
+    samples: int = 0
+    sample_seconds: float = 0.0  # time spent sampling, to show the sampler's own cost
+    peak_rss_kib: int = 0
+    peak_pss_kib: int = 0
+    peak_procs: int = 0
+    peak_breakdown: dict[str, int] = field(default_factory=dict)  # label -> RSS KiB at the RSS peak
+    hwm_kib: dict[int, int] = field(default_factory=dict)  # pid -> largest VmHWM seen
+    start_rss_kib: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def sample(self) -> None:
+        t0 = time.perf_counter()
+        pids = tree_pids(self.root)
+        total_rss = total_pss = 0
+        sizes: dict[int, int] = {}
+        for pid in pids:
+            rss = rss_kib(pid)
+            if rss is None:
+                continue
+            sizes[pid] = rss
+            total_rss += rss
+            hwm = hwm_kib(pid)
+            if hwm is not None:
+                self.hwm_kib[pid] = max(self.hwm_kib.get(pid, 0), hwm)
+            if self.pss:
+                total_pss += pss_kib(pid) or 0
+        if total_rss > self.peak_rss_kib:
+            self.peak_rss_kib = total_rss
+            breakdown: Counter[str] = Counter()
+            for pid, rss in sizes.items():
+                breakdown[label(pid)] += rss
+            self.peak_breakdown = dict(breakdown.most_common())
+        self.peak_pss_kib = max(self.peak_pss_kib, total_pss)
+        self.peak_procs = max(self.peak_procs, len(sizes))
+        self.samples += 1
+        self.sample_seconds += time.perf_counter() - t0
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> TreeMemory:
+        self.start_rss_kib = rss_kib(self.root) or 0
+        self.sample()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tree-memory")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+    def report(self) -> dict:
+        mib = 1024.0
+        return {
+            "peak_tree_rss_mib": round(self.peak_rss_kib / mib, 1),
+            "peak_tree_pss_mib": round(self.peak_pss_kib / mib, 1) if self.pss else None,
+            "peak_processes": self.peak_procs,
+            "driver_start_rss_mib": round(self.start_rss_kib / mib, 1),
+            "driver_hwm_mib": round((hwm_kib(self.root) or 0) / mib, 1),
+            "max_single_process_hwm_mib": round(max(self.hwm_kib.values(), default=0) / mib, 1),
+            # largest maxrss of any reaped descendant (getrusage), a cross-check for the sampler
+            "max_reaped_child_maxrss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / mib, 1),
+            "rss_mib_at_peak_by_process": {k: round(v / mib, 1) for k, v in self.peak_breakdown.items()},
+            "samples": self.samples,
+            "interval_s": self.interval,
+            "mean_sample_ms": round(1000 * self.sample_seconds / max(self.samples, 1), 2),
+        }

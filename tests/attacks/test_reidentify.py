@@ -1,0 +1,34 @@
+import numpy as np
+import pytest
+
+from attacks.reidentify import fit_score, make_attacker
+from attacks.scoring import reid_metrics
+from leakbed.config import AttackConfig
+
+CFG = AttackConfig(mlp_epochs=200)
+
+
+def _users(rng, n_users, per_user, dim=64, spread=0.6):
+    centres = rng.normal(size=(n_users, dim))
+    labels = np.repeat([f"u{i}" for i in range(n_users)], per_user)
+    x = np.repeat(centres, per_user, axis=0) + spread * rng.normal(size=(n_users * per_user, dim))
+    return x / np.linalg.norm(x, axis=1, keepdims=True), labels
+
+
+def test_seed_architectures():
+    mlp = make_attacker("mlp", CFG, 0)
+    assert mlp.hidden_layer_sizes == (128,) and mlp.solver == "sgd" and mlp.learning_rate_init == 0.01 and mlp.momentum == 0.9
+    assert make_attacker("knn", CFG, 0).n_neighbors == 10
+    with pytest.raises(ValueError):
+        make_attacker("oracle", CFG, 0)
+
+
+@pytest.mark.parametrize("name", ["mlp", "svm", "knn"])
+def test_attackers_find_users_and_fall_to_chance_on_shuffled_labels(name):
+    rng = np.random.default_rng(0)
+    x_tr, y_tr = _users(rng, 15, 20)
+    x_te, y_te = x_tr[::2] + 0.1 * rng.normal(size=x_tr[::2].shape), y_tr[::2]
+    s = fit_score(name, CFG, 0, x_tr, y_tr, x_te)
+    assert reid_metrics(y_te, s.classes, s.scores)["x_chance"] > 8
+    s = fit_score(name, CFG, 0, x_tr, rng.permutation(y_tr), x_te)
+    assert reid_metrics(y_te, s.classes, s.scores)["x_chance"] < 2.5

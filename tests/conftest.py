@@ -1,0 +1,37 @@
+"""Shared fixtures: tiny, fast experiment configs and fake Flower messages."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from flwr.app import Message, Metadata, RecordDict
+
+from leakbed.config import ExperimentConfig, build_config
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def tiny_config(*overrides: str) -> ExperimentConfig:
+    """A few small synthetic users; enough for unit tests to train and attack in seconds."""
+    base = [
+        "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
+        "fl.rounds=2", "fl.fraction_train=0.5", "attack.workers=1", "attack.mlp_epochs=50",
+    ]
+    return build_config({}, [*base, *overrides])
+
+
+@pytest.fixture
+def tiny_cfg() -> ExperimentConfig:
+    return tiny_config()
+
+
+def fake_message(content: RecordDict, *, src: int = 11, dst: int = 0, message_type: str = "train") -> Message:
+    """A message as if it had crossed the SuperLink (metadata filled in)."""
+    meta = Metadata(
+        run_id=1, message_id=f"m{src}-{dst}", src_node_id=src, dst_node_id=dst, reply_to_message_id="i",
+        group_id="1", created_at=time.time(), ttl=60, message_type=message_type,
+    )
+    return Message(content=content, metadata=meta)
