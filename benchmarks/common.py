@@ -34,7 +34,9 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--rule", default="random", choices=["random", "chrono"], help="prior rule of the run (default random)")
     p.add_argument("--out", help="folder for run outputs and summary.json (default: a temp dir, removed at the end)")
-    p.add_argument("--interval", type=float, default=0.2, help="memory sampling interval [s] (default 0.2)")
+    p.add_argument("--interval", type=float, default=0.2, help="RSS sampling interval [s] (default 0.2)")
+    p.add_argument("--pss-interval", type=float, default=5.0,
+                   help="PSS sampling interval [s]; reading PSS is costly; 0 = off (default 5)")
 
 
 @contextlib.contextmanager
@@ -95,7 +97,7 @@ def pool_timeline(store_root: Path, marks: RoundMarks, rounds: int) -> dict[str,
     return {
         "shadow_rounds_written": len(shadow),
         "max_lag_rounds_from_files": max(lags.values(), default=None),
-        "pool_busy_after_fl_s": (max(files) - fl_end) if files and fl_end else None,
+        "pool_busy_after_fl_s": max(0.0, max(files) - fl_end) if files and fl_end else None,
     }
 
 
@@ -115,7 +117,8 @@ def fmt(value: object, digits: int = 2) -> str:
 def table(header: list[str], rows: list[list[object]]) -> str:
     cells = [header] + [[fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in cells]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -2,10 +2,12 @@
 
 The tree is a root process (by default this one) and all its descendants: Ray's GCS server,
 raylet and worker/actor processes, the attack pool's worker processes. Every ``interval``
-seconds the sampler sums VmRSS over the tree (and, optionally, PSS from ``smaps_rollup``) and
-keeps the maximum. RSS counts shared pages (the torch libraries every worker maps, Ray's
-shared-memory object store) once per process, so the RSS sum overstates the machine's real use;
-the PSS sum splits shared pages between their users and is the closer figure.
+seconds the sampler sums VmRSS over the tree and keeps the maximum; every ``pss_interval``
+seconds it also sums PSS from ``smaps_rollup``. RSS counts shared pages (the torch libraries
+every worker maps, Ray's shared-memory object store) once per process, so the RSS sum
+overstates the machine's real use; the PSS sum splits shared pages between their users and is
+the closer figure, but reading it walks each process' page tables (tens of ms for a Ray worker
+with CUDA torch loaded), hence its longer interval. A sample's own cost is reported.
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ def label(pid: int) -> str:
         return "mp resource tracker"
     if pid == os.getpid():
         return "driver (this process)"
+    if comm.startswith("python") and len(argv) > 1 and argv[1]:
+        arg = argv[2] if argv[1] in (b"-m", b"-u") and len(argv) > 2 else argv[1]
+        return f"python {os.path.basename(arg.decode(errors='replace'))}"
     return comm
 
 
@@ -96,9 +101,12 @@ class TreeMemory:
 
     root: int = field(default_factory=os.getpid)
     interval: float = 0.2
-    pss: bool = True
+    pss_interval: float = 5.0  # 0 = never read PSS
     samples: int = 0
+    pss_samples: int = 0
     sample_seconds: float = 0.0  # time spent sampling, to show the sampler's own cost
+    pss_seconds: float = 0.0
+    _last_pss: float = field(default=-1e9, repr=False)
     peak_rss_kib: int = 0
     peak_pss_kib: int = 0
     peak_procs: int = 0
@@ -108,10 +116,10 @@ class TreeMemory:
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
-    def sample(self) -> None:
+    def sample(self, pss: bool = False) -> None:
         t0 = time.perf_counter()
         pids = tree_pids(self.root)
-        total_rss = total_pss = 0
+        total_rss = 0
         sizes: dict[int, int] = {}
         for pid in pids:
             rss = rss_kib(pid)
@@ -122,18 +130,21 @@ class TreeMemory:
             hwm = hwm_kib(pid)
             if hwm is not None:
                 self.hwm_kib[pid] = max(self.hwm_kib.get(pid, 0), hwm)
-            if self.pss:
-                total_pss += pss_kib(pid) or 0
+        t1 = time.perf_counter()
+        if self.pss_interval > 0 and (pss or t1 - self._last_pss >= self.pss_interval):
+            self._last_pss = t1
+            self.peak_pss_kib = max(self.peak_pss_kib, sum(pss_kib(pid) or 0 for pid in sizes))
+            self.pss_samples += 1
+            self.pss_seconds += time.perf_counter() - t1
         if total_rss > self.peak_rss_kib:
             self.peak_rss_kib = total_rss
             breakdown: Counter[str] = Counter()
             for pid, rss in sizes.items():
                 breakdown[label(pid)] += rss
             self.peak_breakdown = dict(breakdown.most_common())
-        self.peak_pss_kib = max(self.peak_pss_kib, total_pss)
         self.peak_procs = max(self.peak_procs, len(sizes))
         self.samples += 1
-        self.sample_seconds += time.perf_counter() - t0
+        self.sample_seconds += t1 - t0
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -156,7 +167,7 @@ class TreeMemory:
         mib = 1024.0
         return {
             "peak_tree_rss_mib": round(self.peak_rss_kib / mib, 1),
-            "peak_tree_pss_mib": round(self.peak_pss_kib / mib, 1) if self.pss else None,
+            "peak_tree_pss_mib": round(self.peak_pss_kib / mib, 1) if self.pss_samples else None,
             "peak_processes": self.peak_procs,
             "driver_start_rss_mib": round(self.start_rss_kib / mib, 1),
             "driver_hwm_mib": round((hwm_kib(self.root) or 0) / mib, 1),
@@ -166,5 +177,8 @@ class TreeMemory:
             "rss_mib_at_peak_by_process": {k: round(v / mib, 1) for k, v in self.peak_breakdown.items()},
             "samples": self.samples,
             "interval_s": self.interval,
-            "mean_sample_ms": round(1000 * self.sample_seconds / max(self.samples, 1), 2),
+            "mean_rss_sample_ms": round(1000 * self.sample_seconds / max(self.samples, 1), 2),
+            "pss_samples": self.pss_samples,
+            "pss_interval_s": self.pss_interval,
+            "mean_pss_sample_ms": round(1000 * self.pss_seconds / max(self.pss_samples, 1), 2),
         }

@@ -32,7 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import (
-    QUIET_ENV, RoundMarks, add_common_args, finish, fmt, fresh, median, out_dir, pool_timeline, print_config, table,
+    QUIET_ENV,
+    RoundMarks,
+    add_common_args,
+    finish,
+    fmt,
+    fresh,
+    median,
+    out_dir,
+    pool_timeline,
+    print_config,
+    table,
 )
 from benchmarks.measure import TreeMemory
 
@@ -45,6 +55,9 @@ for _key, _value in QUIET_ENV.items():  # before anything imports flwr (all Flow
     os.environ.setdefault(_key, _value)
 os.environ.setdefault("FLWR_LOG_LEVEL", "WARNING")
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+
+POOL_KEYS = ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rounds_analysed", "max_lag_rounds", "shadow_seconds")
 
 
 class CountingGrid:
@@ -69,7 +82,7 @@ class CountingGrid:
         return replies
 
 
-def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval: float) -> dict:
+def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval: tuple[float, float]) -> dict:
     import random
 
     import torch
@@ -120,12 +133,13 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
             train_config=_train_config(cfg, rule), evaluate_fn=evaluate_fn,
         )
         state["fl_seconds"] = time.perf_counter() - t0
+        state["main_end"] = time.time()
 
-    with TreeMemory(interval=interval) as mem:
-        t0 = time.perf_counter()
+    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
+        start = time.time()
         with seeded_node_ids(cfg.seed):
             run_simulation(server_app=app, client_app=client_app, num_supernodes=users, backend_config=backend_config(cfg))
-        whole = time.perf_counter() - t0
+        end = time.time()
 
     problems = []
     result = state.get("result")
@@ -144,24 +158,24 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
         if r["replies"] != r["sent"] or r["errors"]:
             problems.append(f"round {i}: {r['sent']} sent, {r['replies']} replies, {r['errors']} errors")
     return {
-        "fl_s": state.get("fl_seconds"), "whole_s": whole, "other_s": whole - state.get("fl_seconds", 0.0), "fit_s": None,
-        **marks.split(cfg.fl.rounds),
+        "fl_s": state.get("fl_seconds"), "fit_s": None, **marks.split(cfg.fl.rounds),
+        **_phases(start, marks, cfg.fl.rounds, state.get("main_end"), end),
         "updates": sum(r["replies"] - r["errors"] for r in per_round), "examples": sum(r["examples"] for r in per_round),
         "clients_per_round": [r["sent"] for r in per_round],
         "memory": mem.report(), "problems": problems, "initial": state.get("initial"),
     }
 
 
-def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: float) -> dict:
+def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[float, float]) -> dict:
     from leakbed.data import federation
     from leakbed.simulate import simulate
     from leakbed.store import UpdateStore
 
     marks = RoundMarks()
-    with TreeMemory(interval=interval) as mem:
-        t0 = time.perf_counter()
+    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
+        start = time.time()
         summary = simulate(cfg, rule, out, marks)
-        whole = time.perf_counter() - t0
+        end = time.time()
 
     fed = federation(cfg, rule)
     truth = [json.loads(line) for line in (out / "referee" / "truth.jsonl").read_text().splitlines() if line]
@@ -175,15 +189,27 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: float) ->
         initial = UpdateStore(out / "store").read_global(1)  # round 1's global model = the initial model
     except OSError:
         initial = None
-    fl, fit = summary["fl_seconds"], summary["attack_fit_seconds"]
+    main_end = (out / "metrics.json").stat().st_mtime  # run_federation writes it last
     return {
-        "fl_s": fl, "whole_s": whole, "fit_s": fit, "other_s": whole - fl - fit, **marks.split(cfg.fl.rounds),
-        "updates": len(truth), "examples": examples, "clients_per_round": [logs[str(r)]["sampled"] for r in sorted(int(k) for k in logs)],
+        "fl_s": summary["fl_seconds"], "fit_s": summary["attack_fit_seconds"], **marks.split(cfg.fl.rounds),
+        **_phases(start, marks, cfg.fl.rounds, main_end, end),
+        "updates": len(truth), "examples": examples,
+        "clients_per_round": [logs[str(r)]["sampled"] for r in sorted(int(k) for k in logs)],
         "memory": mem.report(), "problems": problems, "initial": initial,
-        "pool": {k: pool[k] for k in ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rounds_analysed", "max_lag_rounds", "shadow_seconds")}
-        | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
+        "pool": {k: pool[k] for k in POOL_KEYS} | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
         | pool_timeline(out / "store", marks, cfg.fl.rounds),
         "attackers": {n: {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")} for n, m in summary["attackers"].items()},
+    }
+
+
+def _phases(start: float, marks: RoundMarks, rounds: int, main_end: float | None, end: float) -> dict[str, float | None]:
+    """Whole run split by wall-clock marks: before round 1, after the last round, teardown after the ServerApp."""
+    first, last = marks.wall.get(0), marks.wall.get(rounds)
+    return {
+        "whole_s": end - start,
+        "pre_s": first - start if first else None,
+        "post_s": main_end - last if main_end and last else None,
+        "teardown_s": end - main_end if main_end else None,
     }
 
 
@@ -195,6 +221,16 @@ def _same_initial(a: dict | None, b: dict | None) -> bool | None:
     return set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
 
 
+TIMES = ("whole_s", "pre_s", "fl_s", "round1_s", "steady_round_s", "post_s", "fit_s", "teardown_s")
+
+
+def _medians(rs: list[dict]) -> dict[str, float | None]:
+    med = {k: median([r[k] for r in rs]) for k in TIMES}
+    med["peak_rss_mib"] = median([r["memory"]["peak_tree_rss_mib"] for r in rs])
+    med["peak_pss_mib"] = median([r["memory"]["peak_tree_pss_mib"] for r in rs])
+    return med
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=30, help="synthetic users = virtual SuperNodes (default 30)")
@@ -202,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fraction", type=float, default=0.2, help="fraction of clients per round C (default 0.2)")
     p.add_argument("--repeats", type=int, default=1, help="pairs of runs; the order alternates, medians are reported (default 1)")
     p.add_argument("--plain-evaluate", action="store_true", help="give plain FedAvg leakbed's centralised evaluation each round")
+    p.add_argument("--only", choices=["plain", "leakbed"], help="run one side only (for debugging; no ratios)")
     add_common_args(p)
     args = p.parse_args(argv)
 
@@ -218,79 +255,95 @@ def main(argv: list[str] | None = None) -> int:
     build_model(cfg.model, fed.corpus)
     warm = time.perf_counter() - t0
     users = len(fed.user_ids)
+    kinds = [args.only] if args.only else ["plain", "leakbed"]
     settings = {
         "users (virtual SuperNodes)": f"{users} (of {cfg.data.synthetic.users} generated; min_examples {cfg.data.min_examples})",
         "rounds": cfg.fl.rounds, "fraction_train C": cfg.fl.fraction_train,
         "clients per round": max(int(users * cfg.fl.fraction_train), 1),
-        "prior rule": args.rule, "seed": cfg.seed, "repeats": args.repeats,
+        "prior rule": args.rule, "seed": cfg.seed, "repeats": args.repeats, "runs": " + ".join(kinds),
         "plain server-side evaluation": args.plain_evaluate,
         "attack workers / attackers": f"{cfg.attack.workers} / {', '.join(cfg.attack.attackers)}",
-        "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor; host CPUs {os.cpu_count()}",
+        "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
+        "host CPUs": os.cpu_count(),
         "driver warm-up (federation + model, not timed)": f"{warm:.2f} s",
     }
     print_config("benchmarks.overhead: plain Flower FedAvg vs leakbed, same workload", settings, dump_config(cfg))
 
-    runs: dict[str, list[dict]] = {"plain": [], "leakbed": []}
+    intervals = (args.interval, args.pss_interval)
+    runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
     with out_dir(args.out, "leakbed-overhead-") as out:
         for i in range(args.repeats):
-            order = ("plain", "leakbed") if i % 2 == 0 else ("leakbed", "plain")
-            for kind in order:
+            for kind in kinds if i % 2 == 0 else kinds[::-1]:
                 print(f"-- repeat {i + 1}/{args.repeats}: {kind} ...", flush=True)
                 if kind == "plain":
-                    res = run_plain(cfg, args.rule, args.plain_evaluate, args.interval)
+                    res = run_plain(cfg, args.rule, args.plain_evaluate, intervals)
                 else:
-                    res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}" / args.rule), args.interval)
+                    res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}" / args.rule), intervals)
                 runs[kind].append(res)
-                print(f"   {kind}: FL {res['fl_s']:.2f} s, whole {res['whole_s']:.2f} s, peak tree RSS {res['memory']['peak_tree_rss_mib']} MiB"
-                      + (f", PROBLEMS: {res['problems']}" if res["problems"] else ""), flush=True)
+                trouble = f", PROBLEMS: {res['problems']}" if res["problems"] else ""
+                print(f"   {kind}: FL {fmt(res['fl_s'])} s, whole {fmt(res['whole_s'])} s, "
+                      f"peak tree RSS {res['memory']['peak_tree_rss_mib']} MiB{trouble}", flush=True)
 
-        same_init = [_same_initial(p["initial"], leak["initial"]) for p, leak in zip(runs["plain"], runs["leakbed"], strict=True)]
-        med = {kind: {k: median([r[k] for r in rs]) for k in ("fl_s", "whole_s", "fit_s", "other_s", "round1_s", "steady_round_s")}
-               | {"peak_rss_mib": median([r["memory"]["peak_tree_rss_mib"] for r in rs]),
-                  "peak_pss_mib": median([r["memory"]["peak_tree_pss_mib"] for r in rs])}
-               for kind, rs in runs.items()}
+        med = {kind: _medians(rs) for kind, rs in runs.items()}
+        empty = dict.fromkeys(TIMES + ("peak_rss_mib", "peak_pss_mib"))
+        pl, lk = med.get("plain", empty), med.get("leakbed", empty)
 
         def ratio(key: str) -> float | None:
-            a, b = med["leakbed"][key], med["plain"][key]
+            a, b = lk[key], pl[key]
             return a / b if a is not None and b else None
 
-        rows = [
-            ["FL rounds (strategy.start) [s]", med["plain"]["fl_s"], med["leakbed"]["fl_s"], ratio("fl_s")],
-            ["  round 1 (incl. Ray actor start) [s]", med["plain"]["round1_s"], med["leakbed"]["round1_s"], ratio("round1_s")],
-            ["  mean of rounds 2..R [s]", med["plain"]["steady_round_s"], med["leakbed"]["steady_round_s"], ratio("steady_round_s")],
-            ["attack fitting (drain + fit) [s]", None, med["leakbed"]["fit_s"], None],
-            ["other: set-up, Ray start/stop [s]", med["plain"]["other_s"], med["leakbed"]["other_s"], ratio("other_s")],
-            ["whole run [s]", med["plain"]["whole_s"], med["leakbed"]["whole_s"], ratio("whole_s")],
-            ["peak tree RSS [MiB]", med["plain"]["peak_rss_mib"], med["leakbed"]["peak_rss_mib"], ratio("peak_rss_mib")],
-            ["peak tree PSS [MiB]", med["plain"]["peak_pss_mib"], med["leakbed"]["peak_pss_mib"], ratio("peak_pss_mib")],
-            ["updates trained", runs["plain"][0]["updates"], runs["leakbed"][0]["updates"], None],
-            ["examples trained", runs["plain"][0]["examples"], runs["leakbed"][0]["examples"], None],
-        ]
+        def first(kind: str, key: str) -> object:
+            return runs[kind][0][key] if runs.get(kind) else None
+
+        labels = {
+            "whole_s": "whole run [s]",
+            "pre_s": "  before round 1: set-up (Ray start overlaps) [s]",
+            "fl_s": "  FL rounds: strategy.start [s]",
+            "round1_s": "    round 1 (waits for Ray actors) [s]",
+            "steady_round_s": "    mean of rounds 2..R [s]",
+            "post_s": "  after the last round: fit, close, score [s]",
+            "fit_s": "    attack drain + fit (metrics.json) [s]",
+            "teardown_s": "  teardown: actors, Ray shutdown [s]",
+            "peak_rss_mib": "peak RSS of the process tree [MiB]",
+            "peak_pss_mib": "peak PSS of the process tree [MiB]",
+        }
+        rows: list[list[object]] = [[labels[k], pl[k], lk[k], ratio(k)] for k in labels]
+        rows.append(["updates trained", first("plain", "updates"), first("leakbed", "updates"), None])
+        rows.append(["examples trained", first("plain", "examples"), first("leakbed", "examples"), None])
         n = f" (median of {args.repeats})" if args.repeats > 1 else ""
         print(f"\n== results{n}")
         print(table(["", "plain FedAvg", "leakbed", "leakbed/plain"], rows))
-        for i, (pl, lk) in enumerate(zip(runs["plain"], runs["leakbed"], strict=True), 1):
-            pool = lk["pool"]
-            print(f"repeat {i}: plain FL {pl['fl_s']:.2f} s / whole {pl['whole_s']:.2f} s; leakbed FL {lk['fl_s']:.2f} s / "
-                  f"whole {lk['whole_s']:.2f} s; pool tapped {pool['tapped']} analysed {pool['analysed']} dropped {pool['dropped']} "
-                  f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} round(s) (pool stat), "
-                  f"{pool['max_lag_rounds_from_files']} (from store file times); pool busy "
-                  f"{fmt(pool['pool_busy_after_fl_s'])} s after the last round; same initial model: {same_init[i - 1]}")
-        for name, m in runs["leakbed"][-1]["attackers"].items():
-            print(f"attacker {name}: AP {m['ap']:.3f} = {m['x_chance']:.2f} x chance ({m['chance_ap']:.3f}), top-1 {m['top1']:.3f}")
+
+        pairs = zip(runs.get("plain", []), runs.get("leakbed", []), strict=False)
+        same_init = [_same_initial(a["initial"], b["initial"]) for a, b in pairs]
+        for i, res in enumerate(runs.get("leakbed", []), 1):
+            pool = res["pool"]
+            print(f"leakbed repeat {i}: pool tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
+                  f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} round(s) by the pool's stat, "
+                  f"{fmt(pool['max_lag_rounds_from_files'])} by the store's file times; "
+                  f"pool busy {fmt(pool['pool_busy_after_fl_s'])} s after the last round")
+        if same_init:
+            print(f"same initial model in plain and leakbed: {same_init}")
+        for name, m in runs["leakbed"][-1]["attackers"].items() if runs.get("leakbed") else ():
+            print(f"attacker {name}: AP {m['ap']:.3f} = {m['x_chance']:.2f} x chance ({m['chance_ap']:.3f}), "
+                  f"top-1 {m['top1']:.3f}")
+        for kind, rs in runs.items():
+            print(f"{kind} memory (last run): " + json.dumps({k: v for k, v in rs[-1]["memory"].items() if k != "samples"}))
         problems = {kind: [r["problems"] for r in rs if r["problems"]] for kind, rs in runs.items()}
         ok = not any(problems.values()) and all(s is not False for s in same_init)
         if not ok:
             print(f"PROBLEMS: {problems}; same initial model: {same_init}", file=sys.stderr)
-        last = runs["leakbed"][-1]["pool"]
+        last = runs["leakbed"][-1]["pool"] if runs.get("leakbed") else {}
+        pool_keys = ("tapped", "analysed", "dropped", "failed", "max_lag_rounds", "max_lag_rounds_from_files",
+                     "pool_busy_after_fl_s")
         summary = {
             "benchmark": "overhead", "ok": ok, "users": users, "rounds": cfg.fl.rounds, "fraction": cfg.fl.fraction_train,
-            "repeats": args.repeats, "seed": cfg.seed, "rule": args.rule, "plain_evaluate": args.plain_evaluate, "cpus": os.cpu_count(),
-            "plain": med["plain"], "leakbed": med["leakbed"],
-            "ratio": {k: ratio(k) for k in ("fl_s", "steady_round_s", "whole_s", "peak_rss_mib")},
-            "pool": {k: last[k] for k in ("tapped", "analysed", "dropped", "failed", "max_lag_rounds", "max_lag_rounds_from_files", "pool_busy_after_fl_s")},
-            "updates": {"plain": runs["plain"][0]["updates"], "leakbed": runs["leakbed"][0]["updates"]},
-            "examples": {"plain": runs["plain"][0]["examples"], "leakbed": runs["leakbed"][0]["examples"]},
+            "repeats": args.repeats, "seed": cfg.seed, "rule": args.rule, "plain_evaluate": args.plain_evaluate,
+            "cpus": os.cpu_count(), "plain": med.get("plain"), "leakbed": med.get("leakbed"),
+            "ratio": {k: ratio(k) for k in ("whole_s", "fl_s", "steady_round_s", "peak_rss_mib", "peak_pss_mib")},
+            "pool": {k: last.get(k) for k in pool_keys},
+            "updates": {kind: rs[0]["updates"] for kind, rs in runs.items()},
+            "examples": {kind: rs[0]["examples"] for kind, rs in runs.items()},
             "same_initial_model": same_init,
         }
         finish(out, bool(args.out), summary)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from flwr.app import Message, Metadata, RecordDict
+import torch
+from flwr.app import ArrayRecord, Error, Message, Metadata, RecordDict
 
 from leakbed.config import ExperimentConfig, build_config
 
@@ -28,10 +30,17 @@ def tiny_cfg() -> ExperimentConfig:
     return tiny_config()
 
 
-def fake_message(content: RecordDict, *, src: int = 11, dst: int = 0, message_type: str = "train") -> Message:
-    """A message as if it had crossed the SuperLink (metadata filled in)."""
+def fake_message(content: RecordDict | None, *, src: int = 11, dst: int = 0, message_type: str = "train", error: str = "") -> Message:
+    """A message as if it had crossed the SuperLink (metadata filled in); ``error`` makes a failed reply."""
     meta = Metadata(
         run_id=1, message_id=f"m{src}-{dst}", src_node_id=src, dst_node_id=dst, reply_to_message_id="i",
         group_id="1", created_at=time.time(), ttl=60, message_type=message_type,
     )
+    if error:
+        return Message(error=Error(code=0, reason=error), metadata=meta)
     return Message(content=content, metadata=meta)
+
+
+def arrays_of(arrays: dict[str, np.ndarray]) -> ArrayRecord:
+    """An ArrayRecord keyed like a state_dict."""
+    return ArrayRecord(torch_state_dict={k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()})

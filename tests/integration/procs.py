@@ -7,6 +7,7 @@ and every descendant it spawned (SIGTERM, a grace period, then SIGKILL), touchin
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,11 +15,15 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live
@@ -207,14 +212,22 @@ class Procs:
                 raise AssertionError(f"{p.name} exited early with code {p.popen.returncode}\n{self.tails()}")
 
     def stop_all(self, grace: float = 10.0) -> None:
-        roots = [p.popen.pid for p in reversed(self.started) if p.popen.poll() is None] + sorted(self.extra_pids)
-        pids: list[int] = []
+        """End every started/adopted process, its descendants, and anything left in their sessions.
+
+        Each process was started in a new session, and some Flower children start their own
+        (e.g. the SuperLink's SuperExec); a child whose parent already exited is no longer below
+        it, but it is still in that session, so whole sessions are swept too (never this test's).
+        """
+        roots = [p.popen.pid for p in reversed(self.started)] + sorted(self.extra_pids)
+        tree: list[int] = []
         for root in roots:
-            pids += [root, *descendants(root)]
-        # A finished process's children were re-parented away from it: they share its session though.
-        for p in self.started:
-            pids += [pid for pid in all_pids() if _session(pid) == p.popen.pid]
-        terminate(pids, grace)
+            if _alive(root):
+                tree.append(root)
+            tree += descendants(root)
+        sessions = {sid for sid in map(_session, [*roots, *tree]) if sid is not None} - {_session(0), _session(1)}
+        sessions |= set(roots) - {_session(0), _session(1)}  # a root's session id is its pid
+        swept = [pid for pid in all_pids() if _session(pid) in sessions]
+        terminate([*tree, *swept], grace)
         for p in self.started:
             try:
                 p.popen.wait(timeout=5)
@@ -264,7 +277,9 @@ def http_ok(url: str) -> bool:
         return False
 
 
-def run_logged(procs: Procs, name: str, argv: list[str], env: dict[str, str], timeout: float, cwd: Path | None = None) -> tuple[int, str]:
+def run_logged(
+    procs: Procs, name: str, argv: list[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+) -> tuple[int, str]:
     """Run a short-lived command as one of ``procs``; returns (exit code, stdout + stderr)."""
     proc = procs.start(name, argv, env, cwd)
     try:
@@ -272,3 +287,78 @@ def run_logged(procs: Procs, name: str, argv: list[str], env: dict[str, str], ti
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{name} did not finish within {timeout:.0f}s\n{procs.tails()}") from None
     return code, proc.stdout.read_text(errors="replace") + proc.stderr.read_text(errors="replace")
+
+
+# --- checks on a finished run folder ------------------------------------------------------------
+
+USERS = ("user0", "user1")
+ROUNDS = (1, 2)
+
+
+def check_run_dir(run: Path, prior: str = "random") -> dict:
+    """Assert what a 2-user, 2-round run must leave behind; returns the parsed metrics.json."""
+    out = run / prior
+    metrics_path = out / "metrics.json"
+    listing = sorted(str(p.relative_to(run)) for p in run.rglob("*")) if run.exists() else "nothing"
+    assert metrics_path.is_file(), f"no {metrics_path}; the run folder holds {listing}"
+    metrics = json.loads(metrics_path.read_text())
+    assert metrics["prior"] == prior and metrics["users"] == 2 and metrics["rounds"] == len(ROUNDS), metrics
+
+    # The overrides reached the server intact (the TOML array survived flwr's and shlex's quoting).
+    frozen = tomllib.loads((run / "config.toml").read_text())
+    assert frozen["split"]["priors"] == [prior], frozen["split"]
+    assert frozen["data"]["synthetic"]["users"] == 2 and frozen["data"]["synthetic"]["examples_per_user"] == 40
+    assert frozen["fl"]["rounds"] == 2 and frozen["fl"]["fraction_train"] == 1.0 and frozen["attack"]["workers"] == 1
+
+    rounds_log = metrics["rounds_log"]
+    assert sorted(rounds_log) == [str(r) for r in ROUNDS], rounds_log
+    for r in ROUNDS:
+        log = rounds_log[str(r)]
+        assert log["received"] == 2 and log["failed"] == 0 and log["rejected"] == 0, (r, log)
+    pool = metrics["pool"]
+    assert pool["tapped"] == pool["analysed"] == 4, pool
+    assert pool["dropped"] == pool["failed"] == 0, pool
+
+    # The attack store: exactly 2 anonymous updates per round, opaque ids, unit-norm finite vectors.
+    anon_dir = out / "store" / "anon"
+    files = sorted(anon_dir.glob("r*.npz"))
+    assert files, f"no anonymous updates under {anon_dir}"
+    ids, rounds, vectors = [], [], []
+    for f in files:
+        with np.load(f) as z:
+            ids += [str(i) for i in z["ids"]]
+            rounds += [int(r) for r in z["round"]]
+            vectors.append(z["vectors"])
+    assert Counter(rounds) == {r: 2 for r in ROUNDS}, Counter(rounds)
+    assert len(set(ids)) == 4, ids
+    assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids), ids
+    vecs = np.concatenate(vectors).astype(np.float64)
+    assert vecs.shape[0] == 4 and vecs.shape[1] > 0, vecs.shape
+    assert np.isfinite(vecs).all()
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+
+    # The referee's sealed truth: those 4 ids, each user once per round.
+    truth_rows = [json.loads(line) for line in (out / "referee" / "truth.jsonl").read_text().splitlines() if line.strip()]
+    truth = {row["update_id"]: row["user_id"] for row in truth_rows}
+    assert set(truth) == set(ids), (sorted(truth), sorted(ids))
+    assert Counter(truth.values()) == {u: 2 for u in USERS}, truth
+    by_round = {r: sorted(truth[i] for i, rr in zip(ids, rounds, strict=True) if rr == r) for r in ROUNDS}
+    assert by_round == {r: list(USERS) for r in ROUNDS}, by_round
+
+    # Ground truth must not leak into the anonymous updates (the shadow/pred files legitimately
+    # name the attacker's known identities, so only `anon` is checked). numpy stores str arrays
+    # as UTF-32, so look for both encodings and inside every string array.
+    for f in anon_dir.rglob("*"):
+        if not f.is_file():
+            continue
+        raw = f.read_bytes()
+        for user in USERS:
+            assert user not in f.name
+            assert user.encode() not in raw and user.encode("utf-32-le") not in raw, f"{user} found in {f}"
+        if f.suffix == ".npz":
+            with np.load(f) as z:
+                for key in z.files:
+                    arr = z[key]
+                    if arr.dtype.kind in "US":
+                        assert not any(u in str(v) for v in arr.ravel() for u in USERS), f"{f}:{key} names a user"
+    return metrics

@@ -1,0 +1,86 @@
+"""The Deployment Engine for real: one SuperLink and two SuperNodes on 127.0.0.1, then ``flwr run``.
+
+Everything runs as separate processes with a private FLWR_HOME, free ports and a SQLite state
+file in the test's tmp folder; every process (and whatever it spawned) is stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.procs import (
+    REPO_ROOT,
+    VENV_BIN,
+    Procs,
+    check_run_dir,
+    find_pids,
+    flower_env,
+    free_ports,
+    http_ok,
+    run_config,
+    run_logged,
+    wait_until,
+    write_connection,
+)
+
+CONNECTION = "local-deployment"
+RUN_TIMEOUT = 240.0
+
+
+@pytest.fixture
+def procs(tmp_path: Path):
+    procs = Procs(tmp_path / "logs")
+    superlinks_before = find_pids(r"flower-superlink")
+    try:
+        yield procs
+    finally:
+        # Any SuperLink that appeared meanwhile and belongs to this test's FLWR_HOME (flwr run
+        # could start a managed one) is stopped too; other SuperLinks on the machine are not.
+        procs.adopt(find_pids(rf"flower-superlink.*{re.escape(str(tmp_path))}") - superlinks_before)
+        procs.stop_all()
+
+
+@pytest.mark.slow
+def test_two_supernodes_over_flwr_run(tmp_path: Path, procs: Procs) -> None:
+    home, run = tmp_path / "flwr-home", tmp_path / "run"
+    link_port, node0_port, node1_port = free_ports(3)
+    link = f"127.0.0.1:{link_port}"
+    write_connection(home, CONNECTION, f'address = "{link}"\ninsecure = true')
+    env = flower_env(home)
+
+    procs.start("superlink", [
+        str(VENV_BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(link_port),
+        "--disable-runtime-dependency-installation", "--database", str(tmp_path / "superlink.db"),
+    ], env)
+    wait_until(lambda: http_ok(f"http://{link}/health"), 60, f"SuperLink /health on {link}", procs)
+    for pid, port in enumerate((node0_port, node1_port)):
+        procs.start(f"supernode{pid}", [
+            str(VENV_BIN / "flower-supernode"), "--insecure", "--superlink", link, "--port", str(port),
+            "--node-config", f"partition-id={pid} num-partitions=2",
+        ], env)
+
+    t0 = time.monotonic()
+    try:
+        code, output = run_logged(procs, "flwr-run", [
+            str(VENV_BIN / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream", "--run-config", run_config(run),
+        ], env, RUN_TIMEOUT)
+        elapsed = time.monotonic() - t0
+        assert code == 0, f"flwr run exited with {code}\n{procs.tails()}"
+        assert "Successfully started run" in output, output
+
+        # The SuperLink's own record of the run: finished and completed (not failed/stopped).
+        code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", CONNECTION, "--format", "json"], env, 60)
+        assert code == 0, listing
+        runs = json.loads(listing[listing.index("{"):])["runs"]
+        assert [r["status"] for r in runs] == ["finished:completed"], runs
+
+        check_run_dir(run, "random")
+        print(f"\n[deployment] flwr run took {elapsed:.1f}s")
+    except AssertionError:
+        print(procs.tails(60))
+        raise
