@@ -48,8 +48,10 @@ def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> 
 def worker_main(worker_id: int, knowledge: AttackerKnowledge, store_root: str, tasks: Queue, acks: Queue) -> None:
     """Serve tasks until the ``None`` sentinel; every task is acknowledged, failures included."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
+    threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
     store = UpdateStore(store_root)
     while (task := tasks.get()) is not None:
         kind = task[0]

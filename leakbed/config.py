@@ -117,7 +117,7 @@ class AttackConfig(Section):
     workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
     queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
-    mlp_epochs: int = Field(300, ge=1, le=100_000, description="MLP training epochs [count]")
+    mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
 
     @model_validator(mode="after")
