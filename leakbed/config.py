@@ -40,9 +40,12 @@ class SyntheticConfig(Section):
         1.0, ge=0.0, le=5.0, description="capture-style strength, scaled by bias [multiple]"
     )
     drift: float = Field(
-        0.3, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]"
+        0.2, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]"
     )
     albums_per_user: int = Field(4, ge=1, le=1000, description="albums per user [count]")
+    album_mix: float = Field(
+        0.2, ge=0.0, le=1.0, description="share of an album's own class preferences in its examples [fraction]"
+    )
     noise: float = Field(0.25, ge=0.0, le=5.0, description="pixel noise standard deviation [intensity]")
     property_rate: float = Field(
         0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]"
@@ -188,6 +191,29 @@ def _one_line(err: ValidationError) -> str:
     more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
     got = f" (got {first['input']!r})" if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict) else ""
     return f"{where}: {first['msg']}{got}{more}"
+
+
+def split_overrides(text: str) -> list[str]:
+    """Split ``"a=1 b=[\"x\", 'y'] c='two words'"`` on whitespace outside brackets and quotes."""
+    parts, current, depth, quote = [], [], 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch.isspace() and depth == 0:
+            if current:
+                parts.append("".join(current))
+                current = []
+            continue
+        current.append(ch)
+    if current:
+        parts.append("".join(current))
+    return parts
 
 
 def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

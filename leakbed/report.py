@@ -96,7 +96,9 @@ def write_report(run_dir: Path) -> Path:
         "# leakbed report", "",
         f"Closed-world re-identification of anonymous updates (seed 001 §6.1.1, Table 3 form), "
         f"{first['users']} users, {first['rounds']} FL rounds. AP is the mean over users of the "
-        "per-user average precision, in percent, with its multiple of chance AP; top-1/top-5 are accuracies in percent.",
+        "per-user average precision, in percent, with its multiple of chance AP; top-1/top-5 are accuracies in percent. "
+        "Chance AP is the expected AP of a random ranking on the same test updates (it tends to 1/U, the seed's "
+        "approximation, as test updates per user grow).",
         f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).", "",
         _markdown_table(header, rows), "",
         "## Per prior", "",

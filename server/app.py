@@ -7,13 +7,12 @@ experiment file, overrides, prior rule and output folder. ``build_server_app`` g
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from leakbed.config import ExperimentConfig, dump_config, load_config
+from leakbed.config import ExperimentConfig, dump_config, load_config, split_overrides
 from leakbed.paths import default_run_dir
 from leakbed.report import write_report
 from server.experiment import Progress, run_federation
@@ -25,7 +24,7 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """``flwr run .``: run config keys ``config`` (TOML path), ``set`` (space-separated k=v), ``prior``, ``out-dir``."""
     rc = context.run_config
-    cfg = load_config(str(rc.get("config", "")) or None, shlex.split(str(rc.get("set", ""))))
+    cfg = load_config(str(rc.get("config", "")) or None, split_overrides(str(rc.get("set", ""))))
     rule = str(rc.get("prior", "")) or cfg.split.priors[0]
     run_dir = Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}"))
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,6 @@ from leakbed.data.corpus import Corpus, UserData
 
 _YEAR_S = 365.0 * 24 * 3600
 _DIRICHLET_ALPHA = 0.3  # concentration of a biased user's class preferences
-_ALBUM_WEIGHT = 0.35  # share of an album's own preferences in its class mixture
 
 
 def _prototypes(rng: np.random.Generator, classes: int, channels: int, size: int) -> np.ndarray:
@@ -45,7 +44,7 @@ def _class_draws(rng: np.random.Generator, cfg: SyntheticConfig, tau: np.ndarray
     start, end = rng.dirichlet(np.full(k, _DIRICHLET_ALPHA), size=2)
     albums = rng.dirichlet(np.full(k, _DIRICHLET_ALPHA), size=cfg.albums_per_user)
     own = (1 - cfg.drift * tau)[:, None] * start + (cfg.drift * tau)[:, None] * end
-    own = (1 - _ALBUM_WEIGHT) * own + _ALBUM_WEIGHT * albums[album]
+    own = (1 - cfg.album_mix) * own + cfg.album_mix * albums[album]
     probs = (1 - cfg.bias) * uniform + cfg.bias * own
     cum = probs.cumsum(axis=1)
     u = rng.random(len(tau))[:, None]

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from attacks.scoring import reid_metrics
+from attacks.scoring import random_ranking_ap, reid_metrics
 
 CLASSES = np.array(["a", "b", "c", "d"])
 
@@ -11,7 +11,8 @@ def test_perfect_attacker():
     scores = (truth[:, None] == CLASSES[None, :]).astype(float)
     m = reid_metrics(truth, CLASSES, scores)
     assert m["ap"] == 1.0 and m["top1"] == 1.0 and m["top5"] == 1.0
-    assert m["chance_ap"] == pytest.approx(np.mean([2 / 6, 2 / 6, 1 / 6, 1 / 6]))
+    assert m["prevalence"] == pytest.approx(np.mean([2 / 6, 2 / 6, 1 / 6, 1 / 6]))
+    assert m["chance_ap"] == pytest.approx(np.mean([random_ranking_ap(2, 6)] * 2 + [random_ranking_ap(1, 6)] * 2))
     assert m["x_chance"] == pytest.approx(1 / m["chance_ap"])
 
 
@@ -22,6 +23,26 @@ def test_hand_computed_average_precision():
     # user a: ranking 0.9(+), 0.8(-), 0.1(+) -> AP = (1 + 2/3) / 2; user b: 0.9(-), 0.2(+), 0.1(-) -> AP = 1/2
     assert m["ap"] == pytest.approx(((1 + 2 / 3) / 2 + 0.5) / 2)
     assert m["n_users"] == 2 and m["top1"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("p,n", [(1, 1), (1, 7), (3, 10), (4, 240), (10, 10)])
+def test_random_ranking_ap_matches_monte_carlo(p, n):
+    from sklearn.metrics import average_precision_score
+
+    rng = np.random.default_rng(0)
+    y = np.zeros(n, bool)
+    y[:p] = True
+    sim = np.mean([average_precision_score(y, rng.random(n)) for _ in range(20000)]) if p < n else 1.0
+    assert random_ranking_ap(p, n) == pytest.approx(sim, rel=0.02)
+    assert random_ranking_ap(1, n) == pytest.approx(sum(1 / k for k in range(1, n + 1)) / n)
+
+
+def test_few_updates_per_user_random_scores_stay_at_chance():
+    rng = np.random.default_rng(1)
+    classes = np.array([f"u{i}" for i in range(60)])
+    truth = np.repeat(classes, 4)
+    xs = [reid_metrics(truth, classes, rng.random((240, 60)))["x_chance"] for _ in range(30)]
+    assert 0.85 < np.mean(xs) < 1.15  # the positive fraction alone would put random scores at ~2x
 
 
 def test_random_scores_sit_at_chance():

@@ -29,12 +29,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live
 
 # The run config every integration test uses: 2 users, 2 rounds, both users sampled each round.
-# `set` is split with shlex on the server, so the TOML array's quotes are backslash-escaped:
-# flwr keeps them verbatim inside the single-quoted (literal) value and shlex turns `\"` into `"`.
-# Unescaped, `split.priors=["random"]` would reach the config as the string "[random]".
+# `set` is split on whitespace outside brackets and quotes on the server (leakbed.config.split_overrides),
+# so the TOML array passes as written inside the single-quoted (literal) value.
 OVERRIDES = (
     "data.synthetic.users=2 fl.rounds=2 fl.fraction_train=1.0 attack.workers=1 "
-    r"data.synthetic.examples_per_user=40 split.priors=[\"random\"]"
+    'data.synthetic.examples_per_user=40 split.priors=["random"]'
 )
 
 

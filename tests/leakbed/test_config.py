@@ -5,7 +5,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from leakbed.config import ConfigError, ExperimentConfig, build_config, dump_config, load_config
+from leakbed.config import ConfigError, ExperimentConfig, build_config, dump_config, load_config, split_overrides
 
 
 def _fields(model: type[BaseModel], prefix: str = ""):
@@ -100,3 +100,10 @@ def test_cli_rejects_missing_dataset(tmp_path):
         capture_output=True, text=True,
     )
     assert proc.returncode == 2 and proc.stderr.startswith("leakbed: error:") and proc.stderr.count("\n") == 1
+
+
+def test_run_config_overrides_split_outside_brackets_and_quotes():
+    text = """fl.rounds=2 split.priors=["random", 'chrono'] name='two words'"""
+    assert split_overrides(text) == ["fl.rounds=2", """split.priors=["random", 'chrono']""", "name='two words'"]
+    cfg = build_config({}, split_overrides(text))
+    assert cfg.split.priors == ["random", "chrono"] and cfg.name == "two words"

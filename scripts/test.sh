@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test suite: install, lint, then every test (unit, simulation and real-process integration).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_LOG_LEVEL=WARNING
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest "$@"
