@@ -41,7 +41,9 @@ class PoolStats:
 class AttackPool:
     """Start with the attacker's knowledge; submit rounds and updates; ``finish`` fits the attackers."""
 
-    def __init__(self, knowledge: AttackerKnowledge, store_root: str, *, workers: int, queue_size: int, submit_timeout: float) -> None:
+    def __init__(
+        self, knowledge: AttackerKnowledge, store_root: str, *, workers: int, queue_size: int, submit_timeout: float
+    ) -> None:
         ctx = mp.get_context("spawn")
         self._tasks = ctx.Queue(maxsize=queue_size)
         self._acks = ctx.Queue()
@@ -49,7 +51,12 @@ class AttackPool:
         self.stats = PoolStats()
         self._lock = threading.Condition()
         self._procs = [
-            ctx.Process(target=worker_main, args=(i, knowledge, store_root, self._tasks, self._acks), daemon=True, name=f"attack-worker-{i}")
+            ctx.Process(
+                target=worker_main,
+                args=(i, knowledge, store_root, self._tasks, self._acks),
+                daemon=True,
+                name=f"attack-worker-{i}",
+            )
             for i in range(workers)
         ]
         for p in self._procs:
@@ -127,8 +134,10 @@ class AttackPool:
         with self._lock:
             s = self.stats
             return self._lock.wait_for(
-                lambda: (s.analysed + s.dropped + s.failed >= s.tapped and s.rounds_analysed >= s.rounds_submitted)
-                or not self._alive(),
+                lambda: (
+                    (s.analysed + s.dropped + s.failed >= s.tapped and s.rounds_analysed >= s.rounds_submitted)
+                    or not self._alive()
+                ),
                 timeout=max(0.0, deadline - time.monotonic()),
             )
 

@@ -23,9 +23,16 @@ from leakbed.config import AttackConfig
 def make_attacker(name: str, cfg: AttackConfig, seed: int) -> ClassifierMixin:
     if name == "mlp":
         return MLPClassifier(
-            hidden_layer_sizes=(128,), activation="relu", solver="sgd", learning_rate_init=0.01,
-            momentum=0.9, nesterovs_momentum=False, max_iter=cfg.mlp_epochs, batch_size=32,
-            random_state=seed, n_iter_no_change=cfg.mlp_epochs,
+            hidden_layer_sizes=(128,),
+            activation="relu",
+            solver="sgd",
+            learning_rate_init=0.01,
+            momentum=0.9,
+            nesterovs_momentum=False,
+            max_iter=cfg.mlp_epochs,
+            batch_size=32,
+            random_state=seed,
+            n_iter_no_change=cfg.mlp_epochs,
         )
     if name == "svm":
         return LinearSVC(C=1.0, random_state=seed)

@@ -32,7 +32,16 @@ def reid_metrics(owners: np.ndarray, classes: np.ndarray, scores: np.ndarray) ->
     """
     owners = np.asarray(owners)
     if len(owners) == 0:
-        return {"ap": float("nan"), "chance_ap": float("nan"), "x_chance": float("nan"), "prevalence": float("nan"), "top1": float("nan"), "top5": float("nan"), "n_updates": 0, "n_users": 0}
+        return {
+            "ap": float("nan"),
+            "chance_ap": float("nan"),
+            "x_chance": float("nan"),
+            "prevalence": float("nan"),
+            "top1": float("nan"),
+            "top5": float("nan"),
+            "n_updates": 0,
+            "n_users": 0,
+        }
     positives = owners[:, None] == np.asarray(classes)[None, :]
     present = positives.any(axis=0)
     aps = [average_precision_score(positives[:, j], scores[:, j]) for j in np.flatnonzero(present)]
@@ -44,4 +53,13 @@ def reid_metrics(owners: np.ndarray, classes: np.ndarray, scores: np.ndarray) ->
     ranked = np.asarray(classes)[order]
     top1 = float(np.mean(ranked[:, 0] == owners))
     top5 = float(np.mean((ranked[:, :5] == owners[:, None]).any(axis=1)))
-    return {"ap": ap, "chance_ap": chance, "x_chance": ap / chance, "prevalence": prevalence, "top1": top1, "top5": top5, "n_updates": int(len(owners)), "n_users": int(present.sum())}
+    return {
+        "ap": ap,
+        "chance_ap": chance,
+        "x_chance": ap / chance,
+        "prevalence": prevalence,
+        "top1": top1,
+        "top5": top5,
+        "n_updates": int(len(owners)),
+        "n_users": int(present.sum()),
+    }

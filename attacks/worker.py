@@ -30,7 +30,10 @@ def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundS
 def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> tuple[Any, ...]:
     rnd = updates[0].round
     store.write_anon(
-        rnd, batch, [u.update_id for u in updates], np.stack([u.vector for u in updates]),
+        rnd,
+        batch,
+        [u.update_id for u in updates],
+        np.stack([u.vector for u in updates]),
         np.asarray([u.num_examples for u in updates]),
     )
     return ("updates", rnd, len(updates))
@@ -65,7 +68,12 @@ def worker_main(worker_id: int, knowledge: AttackerKnowledge, store_root: str, t
             else:
                 raise ValueError(f"unknown task {kind!r}")
         except Exception as err:  # a failed task is reported, never lost
-            ack = ("error", kind, task[1] if len(task) > 1 and isinstance(task[1], str) else None,
-                   f"worker {worker_id}: {type(err).__name__}: {err}", traceback.format_exc(limit=3),
-                   len(task[2]) if kind == "updates" else 0)
+            ack = (
+                "error",
+                kind,
+                task[1] if len(task) > 1 and isinstance(task[1], str) else None,
+                f"worker {worker_id}: {type(err).__name__}: {err}",
+                traceback.format_exc(limit=3),
+                len(task[2]) if kind == "updates" else 0,
+            )
         acks.put(ack)

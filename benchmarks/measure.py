@@ -37,8 +37,34 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
+def _task_children(pid: int) -> list[int]:
+    """Children of ``pid`` from /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN); [] when it exited."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                kids.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return kids
+
+
+_HAVE_TASK_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
 def tree_pids(root: int) -> list[int]:
     """``root`` and all its living descendants."""
+    if _HAVE_TASK_CHILDREN:
+        out, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(_task_children(pid))
+        return out
     kids = _children()
     out, todo = [], [root]
     while todo:
@@ -48,27 +74,37 @@ def tree_pids(root: int) -> list[int]:
     return out
 
 
-def _field_kib(path: str, key: str) -> int | None:
+def _fields_kib(path: str, keys: tuple[bytes, ...]) -> tuple[int | None, ...]:
+    found: dict[bytes, int] = {}
     try:
         with open(path, "rb") as f:
             for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
+                key = line.split(b":", 1)[0] + b":"
+                if key in keys:
+                    found[key] = int(line.split()[1])
+                    if len(found) == len(keys):
+                        break
     except (OSError, ValueError):
-        return None
-    return None
+        pass
+    return tuple(found.get(k) for k in keys)
+
+
+def rss_hwm_kib(pid: int) -> tuple[int | None, int | None]:
+    """(VmRSS, VmHWM) in KiB; None for a process that exited (or a zombie)."""
+    rss, hwm = _fields_kib(f"/proc/{pid}/status", (b"VmRSS:", b"VmHWM:"))
+    return rss, hwm
 
 
 def rss_kib(pid: int) -> int | None:
-    return _field_kib(f"/proc/{pid}/status", b"VmRSS:")
+    return rss_hwm_kib(pid)[0]
 
 
 def hwm_kib(pid: int) -> int | None:
-    return _field_kib(f"/proc/{pid}/status", b"VmHWM:")
+    return rss_hwm_kib(pid)[1]
 
 
 def pss_kib(pid: int) -> int | None:
-    return _field_kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
+    return _fields_kib(f"/proc/{pid}/smaps_rollup", (b"Pss:",))[0]
 
 
 def label(pid: int) -> str:
@@ -122,12 +158,11 @@ class TreeMemory:
         total_rss = 0
         sizes: dict[int, int] = {}
         for pid in pids:
-            rss = rss_kib(pid)
+            rss, hwm = rss_hwm_kib(pid)
             if rss is None:
                 continue
             sizes[pid] = rss
             total_rss += rss
-            hwm = hwm_kib(pid)
             if hwm is not None:
                 self.hwm_kib[pid] = max(self.hwm_kib.get(pid, 0), hwm)
         t1 = time.perf_counter()

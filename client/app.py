@@ -45,15 +45,19 @@ def train(msg: Message, context: Context) -> Message:
     conf = msg.content.config_records["config"]
     fed = federation(cfg, rule)
     data = fed.private(pid)
-    tcfg = TrainConfig(int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"]))
+    tcfg = TrainConfig(
+        int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"])
+    )
     seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{pid}/device".encode())
     torch.manual_seed(seed)
     loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
-    content = RecordDict({
-        "arrays": ArrayRecord(model.cpu().state_dict()),
-        "metrics": MetricRecord({"num-examples": len(data), "train-loss": loss}),
-        TRUTH_KEY: ConfigRecord({"user-id": fed.user_ids[pid]}),
-    })
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord(model.cpu().state_dict()),
+            "metrics": MetricRecord({"num-examples": len(data), "train-loss": loss}),
+            TRUTH_KEY: ConfigRecord({"user-id": fed.user_ids[pid]}),
+        }
+    )
     return Message(content=content, reply_to=msg)
 
 

@@ -11,8 +11,12 @@ from leakbed.config import ConfigError, ExperimentConfig, dump_config, load_conf
 from leakbed.paths import default_run_dir
 
 QUIET_ENV = {
-    "FLWR_LOG_LEVEL": "WARNING", "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "TOKENIZERS_PARALLELISM": "false",
+    "FLWR_LOG_LEVEL": "WARNING",
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "TOKENIZERS_PARALLELISM": "false",
 }
 
 
@@ -113,10 +117,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    for name, fn, help_ in (("run", cmd_run, "run an experiment in the Ray simulation"), ("validate", cmd_validate, "check a config and its data, print the frozen config")):
+    for name, fn, help_ in (
+        ("run", cmd_run, "run an experiment in the Ray simulation"),
+        ("validate", cmd_validate, "check a config and its data, print the frozen config"),
+    ):
         s = sub.add_parser(name, help=help_)
         s.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
-        s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field, e.g. fl.rounds=5")
+        s.add_argument(
+            "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field, e.g. fl.rounds=5"
+        )
         if name == "run":
             s.add_argument("--out", help="run folder (must be new or empty)")
         s.set_defaults(fn=fn)

@@ -33,23 +33,15 @@ class SyntheticConfig(Section):
     size_spread: float = Field(0.3, ge=0.0, le=2.0, description="log-normal sigma of user data sizes [1]")
     image_size: int = Field(16, ge=8, le=224, description="image height and width [pixels]")
     channels: int = Field(3, ge=1, le=3, description="image channels [count]")
-    bias: float = Field(
-        0.9, ge=0.0, le=1.0, description="selection-bias strength; 0 is the IID control [fraction]"
-    )
-    style: float = Field(
-        1.0, ge=0.0, le=5.0, description="capture-style strength, scaled by bias [multiple]"
-    )
-    drift: float = Field(
-        0.2, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]"
-    )
+    bias: float = Field(0.9, ge=0.0, le=1.0, description="selection-bias strength; 0 is the IID control [fraction]")
+    style: float = Field(1.0, ge=0.0, le=5.0, description="capture-style strength, scaled by bias [multiple]")
+    drift: float = Field(0.2, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]")
     albums_per_user: int = Field(4, ge=1, le=1000, description="albums per user [count]")
     album_mix: float = Field(
         0.2, ge=0.0, le=1.0, description="share of an album's own class preferences in its examples [fraction]"
     )
     noise: float = Field(0.25, ge=0.0, le=5.0, description="pixel noise standard deviation [intensity]")
-    property_rate: float = Field(
-        0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]"
-    )
+    property_rate: float = Field(0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]")
 
 
 class DataConfig(Section):
@@ -57,18 +49,14 @@ class DataConfig(Section):
 
     source: DataSource = Field("synthetic", description="data source [name]")
     path: str = Field("", max_length=4096, description="file or folder for non-synthetic sources [path]")
-    partition_by: str = Field(
-        "writer_id", max_length=128, description="natural-id column for flwr-datasets [column name]"
-    )
+    partition_by: str = Field("writer_id", max_length=128, description="natural-id column for flwr-datasets [column name]")
     synthetic: SyntheticConfig = SyntheticConfig()
     max_users: int = Field(0, ge=0, le=1_000_000, description="keep at most this many users, 0 = all [count]")
     min_examples: int = Field(20, ge=2, le=1_000_000, description="drop users with fewer examples [count]")
     seq_len: int = Field(80, ge=2, le=2048, description="text window length [tokens]")
     vocab_size: int = Field(5000, ge=10, le=200_000, description="word vocabulary size [tokens]")
     image_size: int = Field(28, ge=8, le=512, description="side of images read from paths [pixels]")
-    test_fraction: float = Field(
-        0.2, ge=0.0, le=0.9, description="per-user share held out to measure utility [fraction]"
-    )
+    test_fraction: float = Field(0.2, ge=0.0, le=0.9, description="per-user share held out to measure utility [fraction]")
 
 
 class SplitConfig(Section):
@@ -92,7 +80,9 @@ class ModelConfig(Section):
 
     name: ModelName = Field("auto", description="architecture; auto picks by task [name]")
     attack_layers: list[str] = Field(
-        ["final"], min_length=1, max_length=64,
+        ["final"],
+        min_length=1,
+        max_length=64,
         description="parameter-name prefixes, or 'final' for the last fully-connected layer [names]",
     )
     weights_path: str = Field("", max_length=4096, description="local pretrained state_dict, optional [path]")
@@ -189,7 +179,11 @@ def _one_line(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "config"
     more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    got = f" (got {first['input']!r})" if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict) else ""
+    got = (
+        f" (got {first['input']!r})"
+        if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict)
+        else ""
+    )
     return f"{where}: {first['msg']}{got}{more}"
 
 

@@ -22,8 +22,12 @@ class SmallCNN(nn.Module):
     def __init__(self, channels: int, size: int, num_classes: int) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         flat = 32 * (size // 4) * (size // 4)
         self.fc1 = nn.Linear(flat, 128)

@@ -24,10 +24,7 @@ def load_runs(run_dir: Path) -> dict[str, dict]:
 
 def combined_metrics(runs: dict[str, dict]) -> dict[str, dict[str, dict[str, float]]]:
     """``{prior: {attacker: {ap, chance_ap, x_chance, top1, top5}}}``."""
-    return {
-        rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()}
-        for rule, run in runs.items()
-    }
+    return {rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()} for rule, run in runs.items()}
 
 
 def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -41,7 +38,11 @@ def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
         row = [ATTACKER_LABELS.get(name, name)]
         for run in runs.values():
             m = run["attackers"].get(name)
-            row += [f"{100 * m['ap']:.1f} ({m['x_chance']:.0f}×)", f"{100 * m['top1']:.1f}", f"{100 * m['top5']:.1f}"] if m else ["-"] * 3
+            row += (
+                [f"{100 * m['ap']:.1f} ({m['x_chance']:.0f}×)", f"{100 * m['top1']:.1f}", f"{100 * m['top5']:.1f}"]
+                if m
+                else ["-"] * 3
+            )
         rows.append(row)
     chance = ["Chance"]
     for run in runs.values():
@@ -69,7 +70,13 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
         style = "-" if rule == "random" else "--"
         for name, m in run["attackers"].items():
             rounds = sorted(int(r) for r in m["per_round"])
-            axes[0].plot(rounds, [m["per_round"][str(r)]["x_chance"] for r in rounds], style, marker=".", label=f"{ATTACKER_LABELS.get(name, name)} ({rule})")
+            axes[0].plot(
+                rounds,
+                [m["per_round"][str(r)]["x_chance"] for r in rounds],
+                style,
+                marker=".",
+                label=f"{ATTACKER_LABELS.get(name, name)} ({rule})",
+            )
         util = run["utility"]
         rounds = sorted(int(r) for r in util)
         axes[1].plot(rounds, [util[str(r)]["utility"] for r in rounds], style, label=rule)
@@ -93,25 +100,33 @@ def write_report(run_dir: Path) -> Path:
     header, rows = table_rows(runs)
     first = next(iter(runs.values()))
     lines = [
-        "# leakbed report", "",
+        "# leakbed report",
+        "",
         f"Closed-world re-identification of anonymous updates (seed 001 §6.1.1, Table 3 form), "
         f"{first['users']} users, {first['rounds']} FL rounds. AP is the mean over users of the "
         "per-user average precision, in percent, with its multiple of chance AP; top-1/top-5 are accuracies in percent. "
         "Chance AP is the expected AP of a random ranking on the same test updates (it tends to 1/U, the seed's "
         "approximation, as test updates per user grow).",
-        f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).", "",
-        _markdown_table(header, rows), "",
-        "## Per prior", "",
+        f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).",
+        "",
+        _markdown_table(header, rows),
+        "",
+        "## Per prior",
+        "",
     ]
     for rule, run in runs.items():
         final = run["utility"][max(run["utility"], key=int)]
         pool = run["pool"]
+        failed = sum(r["failed"] for r in run["rounds_log"].values())
+        rejected = sum(r["rejected"] for r in run["rounds_log"].values())
         lines += [
-            f"### {rule} prior", "",
-            f"- final utility ({'utility'}): {final['utility']:.3f}; FL wall time {run['fl_seconds']:.1f} s; attack fitting {run['attack_fit_seconds']:.1f} s",
-            f"- attack pool: tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, failed {pool['failed']}; "
-            f"max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
-            f"- failed replies {sum(r['failed'] for r in run['rounds_log'].values())}, rejected {sum(r['rejected'] for r in run['rounds_log'].values())}",
+            f"### {rule} prior",
+            "",
+            f"- final utility: {final['utility']:.3f}; FL wall time {run['fl_seconds']:.1f} s; "
+            f"attack fitting {run['attack_fit_seconds']:.1f} s",
+            f"- attack pool: tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
+            f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
+            f"- failed replies {failed}, rejected {rejected}",
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]

@@ -43,7 +43,9 @@ def backend_config(cfg: ExperimentConfig) -> dict:
     }
 
 
-def simulate(cfg: ExperimentConfig, rule: str, out: Path, progress: Callable[[int, dict[str, float]], None] | None = None) -> dict:
+def simulate(
+    cfg: ExperimentConfig, rule: str, out: Path, progress: Callable[[int, dict[str, float]], None] | None = None
+) -> dict:
     """Run the ServerApp and one virtual SuperNode per user; returns the run's summary."""
     import json
 
@@ -55,8 +57,10 @@ def simulate(cfg: ExperimentConfig, rule: str, out: Path, progress: Callable[[in
     users = len(federation(cfg, rule).user_ids)
     with seeded_node_ids(cfg.seed):
         run_simulation(
-            server_app=build_server_app(cfg, rule, out, progress), client_app=client_app,
-            num_supernodes=users, backend_config=backend_config(cfg),
+            server_app=build_server_app(cfg, rule, out, progress),
+            client_app=client_app,
+            num_supernodes=users,
+            backend_config=backend_config(cfg),
         )
     path = out / "metrics.json"
     if not path.exists():

@@ -42,11 +42,14 @@ class UpdateStore:
 
     def write_anon(self, rnd: int, batch: str, ids: list[str], vectors: np.ndarray, num_examples: np.ndarray) -> Path:
         return self._write(
-            "anon", f"r{rnd:06d}-{batch}",
+            "anon",
+            f"r{rnd:06d}-{batch}",
             {"ids": np.asarray(ids), "vectors": vectors, "num_examples": num_examples, "round": np.full(len(ids), rnd)},
         )
 
-    def write_predictions(self, attacker: str, ids: np.ndarray, rounds: np.ndarray, classes: np.ndarray, scores: np.ndarray) -> Path:
+    def write_predictions(
+        self, attacker: str, ids: np.ndarray, rounds: np.ndarray, classes: np.ndarray, scores: np.ndarray
+    ) -> Path:
         return self._write("pred", attacker, {"ids": ids, "rounds": rounds, "classes": classes, "scores": scores})
 
     def read_predictions(self, attacker: str) -> dict[str, np.ndarray]:

@@ -51,9 +51,7 @@ def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
-def local_update(
-    model: nn.Module, data: UserData, task: Task, cfg: TrainConfig, *, seed: int, device: torch.device
-) -> float:
+def local_update(model: nn.Module, data: UserData, task: Task, cfg: TrainConfig, *, seed: int, device: torch.device) -> float:
     """Train ``model`` in place for E epochs of batch-B steps; returns the mean training loss."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.from_numpy(data.x)

@@ -34,17 +34,28 @@ Progress = Callable[[int, dict[str, float]], None]
 def _knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> AttackerKnowledge:
     """What the curious server knows: prior data by identity, the corpus' shape, no private data."""
     return AttackerKnowledge(
-        prior=fed.prior(), corpus_meta=replace(fed.corpus, users={}), model=cfg.model,
-        attack=cfg.attack, keys=keys, seed=cfg.seed, device=cfg.device,
+        prior=fed.prior(),
+        corpus_meta=replace(fed.corpus, users={}),
+        model=cfg.model,
+        attack=cfg.attack,
+        keys=keys,
+        seed=cfg.seed,
+        device=cfg.device,
     )
 
 
 def _train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
-    return ConfigRecord({
-        "epochs": cfg.fl.local_epochs, "batch_size": cfg.fl.batch_size, "lr": cfg.fl.lr,
-        "optimizer": cfg.fl.optimizer, "momentum": cfg.fl.momentum,
-        "experiment": cfg.model_dump_json(), "prior-rule": rule,
-    })
+    return ConfigRecord(
+        {
+            "epochs": cfg.fl.local_epochs,
+            "batch_size": cfg.fl.batch_size,
+            "lr": cfg.fl.lr,
+            "optimizer": cfg.fl.optimizer,
+            "momentum": cfg.fl.momentum,
+            "experiment": cfg.model_dump_json(),
+            "prior-rule": rule,
+        }
+    )
 
 
 def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> dict:
@@ -67,18 +78,32 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
             progress(rnd, utility[rnd])
         return MetricRecord(utility[rnd])
 
-    pool = AttackPool(_knowledge(cfg, fed, keys), str(store.root), workers=cfg.attack.workers,
-                      queue_size=cfg.attack.queue_size, submit_timeout=cfg.attack.submit_timeout)
+    pool = AttackPool(
+        _knowledge(cfg, fed, keys),
+        str(store.root),
+        workers=cfg.attack.workers,
+        queue_size=cfg.attack.queue_size,
+        submit_timeout=cfg.attack.submit_timeout,
+    )
     try:
         strategy = CuriousFedAvg(
-            shuffler=Shuffler(referee, keys, cfg.seed), pool=pool, seed=cfg.seed,
-            fraction_train=cfg.fl.fraction_train, fraction_evaluate=0.0, min_train_nodes=1,
-            min_evaluate_nodes=0, min_available_nodes=len(fed.user_ids),
+            shuffler=Shuffler(referee, keys, cfg.seed),
+            pool=pool,
+            seed=cfg.seed,
+            fraction_train=cfg.fl.fraction_train,
+            fraction_evaluate=0.0,
+            min_train_nodes=1,
+            min_evaluate_nodes=0,
+            min_available_nodes=len(fed.user_ids),
         )
         t0 = time.perf_counter()
         strategy.start(
-            grid=grid, initial_arrays=ArrayRecord(model.state_dict()), num_rounds=cfg.fl.rounds,
-            timeout=cfg.fl.round_timeout, train_config=_train_config(cfg, rule), evaluate_fn=evaluate_fn,
+            grid=grid,
+            initial_arrays=ArrayRecord(model.state_dict()),
+            num_rounds=cfg.fl.rounds,
+            timeout=cfg.fl.round_timeout,
+            train_config=_train_config(cfg, rule),
+            evaluate_fn=evaluate_fn,
         )
         fl_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -86,12 +111,21 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         attack_seconds = time.perf_counter() - t1
     finally:
         pool.close()
-    metrics = {name: referee.score(store, name) for name in cfg.attack.attackers if pool.stats.fit_seconds.get(name, float("nan")) == pool.stats.fit_seconds.get(name, float("nan"))}
+    metrics = {
+        name: referee.score(store, name)
+        for name in cfg.attack.attackers
+        if pool.stats.fit_seconds.get(name, float("nan")) == pool.stats.fit_seconds.get(name, float("nan"))
+    }
     summary = {
-        "prior": rule, "users": len(fed.user_ids), "rounds": cfg.fl.rounds, "attackers": metrics,
+        "prior": rule,
+        "users": len(fed.user_ids),
+        "rounds": cfg.fl.rounds,
+        "attackers": metrics,
         "utility": {str(r): u for r, u in sorted(utility.items())},
         "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
-        "pool": pool.stats.to_dict(), "fl_seconds": fl_seconds, "attack_fit_seconds": attack_seconds,
+        "pool": pool.stats.to_dict(),
+        "fl_seconds": fl_seconds,
+        "attack_fit_seconds": attack_seconds,
         "attack_layers": keys,
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))

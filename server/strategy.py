@@ -49,7 +49,11 @@ class CuriousFedAvg(FedAvg):
         self._global = {k: v.numpy() for k, v in arrays.items()}
         config["server-round"] = server_round
         nodes = self._sample(server_round, grid)
-        messages = list(self._construct_messages(RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config}), nodes, MessageType.TRAIN))
+        messages = list(
+            self._construct_messages(
+                RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config}), nodes, MessageType.TRAIN
+            )
+        )
         self.rounds[server_round] = RoundLog(sampled=len(messages))
         train_config = {k: config[k] for k in TRAIN_KEYS}
         self._pool.submit_round(RoundSnapshot(server_round, self._global, train_config))

@@ -19,8 +19,13 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 def tiny_config(*overrides: str) -> ExperimentConfig:
     """A few small synthetic users; enough for unit tests to train and attack in seconds."""
     base = [
-        "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
-        "fl.rounds=2", "fl.fraction_train=0.5", "attack.workers=1", "attack.mlp_epochs=50",
+        "data.synthetic.users=6",
+        "data.synthetic.examples_per_user=40",
+        "data.synthetic.image_size=8",
+        "fl.rounds=2",
+        "fl.fraction_train=0.5",
+        "attack.workers=1",
+        "attack.mlp_epochs=50",
     ]
     return build_config({}, [*base, *overrides])
 
@@ -30,11 +35,20 @@ def tiny_cfg() -> ExperimentConfig:
     return tiny_config()
 
 
-def fake_message(content: RecordDict | None, *, src: int = 11, dst: int = 0, message_type: str = "train", error: str = "") -> Message:
+def fake_message(
+    content: RecordDict | None, *, src: int = 11, dst: int = 0, message_type: str = "train", error: str = ""
+) -> Message:
     """A message as if it had crossed the SuperLink (metadata filled in); ``error`` makes a failed reply."""
     meta = Metadata(
-        run_id=1, message_id=f"m{src}-{dst}", src_node_id=src, dst_node_id=dst, reply_to_message_id="i",
-        group_id="1", created_at=time.time(), ttl=60, message_type=message_type,
+        run_id=1,
+        message_id=f"m{src}-{dst}",
+        src_node_id=src,
+        dst_node_id=dst,
+        reply_to_message_id="i",
+        group_id="1",
+        created_at=time.time(),
+        ttl=60,
+        message_type=message_type,
     )
     if error:
         return Message(error=Error(code=0, reason=error), metadata=meta)

@@ -80,17 +80,17 @@ class Federation:
 @functools.lru_cache(maxsize=4)
 def _federation(cfg_json: str, rule: str) -> Federation:
     cfg = ExperimentConfig.model_validate_json(cfg_json)
-    corpus = filter_users(
-        load_corpus(cfg.data, cfg.seed), min_examples=cfg.data.min_examples, max_users=cfg.data.max_users
-    )
+    corpus = filter_users(load_corpus(cfg.data, cfg.seed), min_examples=cfg.data.min_examples, max_users=cfg.data.max_users)
     if len(corpus.users) < 2:
-        raise DataError(
-            f"only {len(corpus.users)} user(s) have at least {cfg.data.min_examples} examples; need 2 or more"
-        )
+        raise DataError(f"only {len(corpus.users)} user(s) have at least {cfg.data.min_examples} examples; need 2 or more")
     splits = {
         u: split_user(
-            d, rule, prior_fraction=cfg.split.prior_fraction, prior_count=cfg.split.prior_count,
-            test_fraction=cfg.data.test_fraction, rng=np.random.default_rng([cfg.seed, i, 7]),
+            d,
+            rule,
+            prior_fraction=cfg.split.prior_fraction,
+            prior_count=cfg.split.prior_count,
+            test_fraction=cfg.data.test_fraction,
+            rng=np.random.default_rng([cfg.seed, i, 7]),
         )
         for i, (u, d) in enumerate(corpus.users.items())
     }

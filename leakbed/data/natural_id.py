@@ -110,9 +110,7 @@ def _resize(arr: np.ndarray, size: int) -> np.ndarray:
 
     if arr.shape[1:] == (size, size):
         return arr
-    return np.stack(
-        [np.asarray(Image.fromarray(c, mode="F").resize((size, size), Image.Resampling.BILINEAR)) for c in arr]
-    )
+    return np.stack([np.asarray(Image.fromarray(c, mode="F").resize((size, size), Image.Resampling.BILINEAR)) for c in arr])
 
 
 def load_flwr_datasets(path: str, *, partition_by: str, image_size: int = 28) -> Corpus:

@@ -28,7 +28,12 @@ def prior_size(n: int, fraction: float, count: int) -> int:
 
 
 def split_user(
-    data: UserData, rule: str, *, prior_fraction: float, prior_count: int, test_fraction: float,
+    data: UserData,
+    rule: str,
+    *,
+    prior_fraction: float,
+    prior_count: int,
+    test_fraction: float,
     rng: np.random.Generator,
 ) -> UserSplit:
     """Order a user's examples by ``rule``, take the prior first, hold out a test share of the rest."""

@@ -25,9 +25,7 @@ def _prototypes(rng: np.random.Generator, classes: int, channels: int, size: int
     up = np.kron(coarse, np.ones((1, 1, reps, reps)))[:, :, :size, :size]
     # a 3x3 box blur removes the blockiness so shifts change the image smoothly
     padded = np.pad(up, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge")
-    blurred = sum(
-        padded[:, :, i : i + size, j : j + size] for i in range(3) for j in range(3)
-    ) / 9.0
+    blurred = sum(padded[:, :, i : i + size, j : j + size] for i in range(3) for j in range(3)) / 9.0
     lo = blurred.min(axis=(1, 2, 3), keepdims=True)
     hi = blurred.max(axis=(1, 2, 3), keepdims=True)
     return ((blurred - lo) / (hi - lo + 1e-9)).astype(np.float32)
@@ -51,9 +49,7 @@ def _class_draws(rng: np.random.Generator, cfg: SyntheticConfig, tau: np.ndarray
     return np.minimum((u > cum).sum(axis=1), k - 1).astype(np.int64)
 
 
-def _render(
-    rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray, y: np.ndarray, prop: np.ndarray
-) -> np.ndarray:
+def _render(rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray, y: np.ndarray, prop: np.ndarray) -> np.ndarray:
     """Images: shifted, contrast-jittered templates with noise, then the user's capture style."""
     n = len(y)
     img = protos[y].copy()

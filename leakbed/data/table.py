@@ -156,9 +156,7 @@ def attribute_array(col: pd.Series) -> np.ndarray | None:
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return col.to_numpy()
     if pd.api.types.is_datetime64_any_dtype(col):
-        return pd.to_datetime(col, utc=True).astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").astype(
-            np.int64
-        ) / 1e9
+        return pd.to_datetime(col, utc=True).astype("datetime64[ns, UTC]").to_numpy(dtype="datetime64[ns]").astype(np.int64) / 1e9
     values = col.tolist()
     present = [v for v in values if not _is_null(v)]
     if any(isinstance(v, (list, tuple, dict, set, np.ndarray)) for v in present):

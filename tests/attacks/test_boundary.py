@@ -24,7 +24,13 @@ def test_attacks_import_neither_flower_nor_the_server():
     for path in _attack_modules():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 assert name.split(".")[0] not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
 
@@ -33,7 +39,9 @@ def test_attack_code_never_names_ground_truth():
     for path in _attack_modules():
         code = ast.unparse(ast.parse(path.read_text()))  # docstrings stay, comments go
         tree = ast.parse(code)
-        idents = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        idents = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+        }
         idents |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs}
         bad = {i for i in idents for word in FORBIDDEN_NAMES if word in i.lower()}
         assert not bad, f"{Path(path).name} uses {bad}"

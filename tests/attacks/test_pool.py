@@ -19,14 +19,23 @@ def _knowledge():
     torch.manual_seed(0)
     model = build_model(cfg.model, fed.corpus)
     keys = attack_keys(model, ["final"])
-    k = AttackerKnowledge(prior=fed.prior(), corpus_meta=replace(fed.corpus, users={}), model=cfg.model,
-                          attack=cfg.attack, keys=keys, seed=0, device="cpu")
+    k = AttackerKnowledge(
+        prior=fed.prior(),
+        corpus_meta=replace(fed.corpus, users={}),
+        model=cfg.model,
+        attack=cfg.attack,
+        keys=keys,
+        seed=0,
+        device="cpu",
+    )
     return k, state_arrays(model), keys
 
 
 def _anon(rnd, n, dim, rng):
-    return [AnonymousUpdate(f"{rnd:02d}{i:014x}", rnd, (v := rng.normal(size=dim).astype(np.float32)) / np.linalg.norm(v), 10)
-            for i in range(n)]
+    return [
+        AnonymousUpdate(f"{rnd:02d}{i:014x}", rnd, (v := rng.normal(size=dim).astype(np.float32)) / np.linalg.norm(v), 10)
+        for i in range(n)
+    ]
 
 
 def test_pool_analyses_everything_it_is_tapped(tmp_path):

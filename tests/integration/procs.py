@@ -68,17 +68,19 @@ def free_ports(n: int) -> list[int]:
 def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
     """Environment for Flower processes: private FLWR_HOME, venv first on PATH, no dependency installs, quiet."""
     env = dict(os.environ)
-    env.update({
-        "FLWR_HOME": str(flwr_home),
-        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-        "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-        "FLWR_TELEMETRY_ENABLED": "0",
-        "FLWR_DISABLE_UPDATE_CHECK": "1",
-        "PYTHONUNBUFFERED": "1",
-        "NO_COLOR": "1",
-        "TERM": "dumb",
-        "COLUMNS": "200",
-    })
+    env.update(
+        {
+            "FLWR_HOME": str(flwr_home),
+            "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "FLWR_TELEMETRY_ENABLED": "0",
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "PYTHONUNBUFFERED": "1",
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "COLUMNS": "200",
+        }
+    )
     env.update(extra)
     return env
 
@@ -194,8 +196,9 @@ class Procs:
         self.logdir.mkdir(parents=True, exist_ok=True)
         out, err = self.logdir / f"{name}.out", self.logdir / f"{name}.err"
         with out.open("wb") as fo, err.open("wb") as fe:
-            popen = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env,
-                                     cwd=cwd, start_new_session=True)
+            popen = subprocess.Popen(
+                argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True
+            )
         proc = Proc(name, argv, popen, out, err)
         self.started.append(proc)
         return proc

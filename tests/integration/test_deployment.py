@@ -53,22 +53,55 @@ def test_two_supernodes_over_flwr_run(tmp_path: Path, procs: Procs) -> None:
     write_connection(home, CONNECTION, f'address = "{link}"\ninsecure = true')
     env = flower_env(home)
 
-    procs.start("superlink", [
-        str(VENV_BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(link_port),
-        "--disable-runtime-dependency-installation", "--database", str(tmp_path / "superlink.db"),
-    ], env)
+    procs.start(
+        "superlink",
+        [
+            str(VENV_BIN / "flower-superlink"),
+            "--insecure",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(link_port),
+            "--disable-runtime-dependency-installation",
+            "--database",
+            str(tmp_path / "superlink.db"),
+        ],
+        env,
+    )
     wait_until(lambda: http_ok(f"http://{link}/health"), 60, f"SuperLink /health on {link}", procs)
     for pid, port in enumerate((node0_port, node1_port)):
-        procs.start(f"supernode{pid}", [
-            str(VENV_BIN / "flower-supernode"), "--insecure", "--superlink", link, "--port", str(port),
-            "--node-config", f"partition-id={pid} num-partitions=2",
-        ], env)
+        procs.start(
+            f"supernode{pid}",
+            [
+                str(VENV_BIN / "flower-supernode"),
+                "--insecure",
+                "--superlink",
+                link,
+                "--port",
+                str(port),
+                "--node-config",
+                f"partition-id={pid} num-partitions=2",
+            ],
+            env,
+        )
 
     t0 = time.monotonic()
     try:
-        code, output = run_logged(procs, "flwr-run", [
-            str(VENV_BIN / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream", "--run-config", run_config(run),
-        ], env, RUN_TIMEOUT)
+        code, output = run_logged(
+            procs,
+            "flwr-run",
+            [
+                str(VENV_BIN / "flwr"),
+                "run",
+                str(REPO_ROOT),
+                CONNECTION,
+                "--stream",
+                "--run-config",
+                run_config(run),
+            ],
+            env,
+            RUN_TIMEOUT,
+        )
         elapsed = time.monotonic() - t0
         assert code == 0, f"flwr run exited with {code}\n{procs.tails()}"
         assert "Successfully started run" in output, output
@@ -76,7 +109,7 @@ def test_two_supernodes_over_flwr_run(tmp_path: Path, procs: Procs) -> None:
         # The SuperLink's own record of the run: finished and completed (not failed/stopped).
         code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", CONNECTION, "--format", "json"], env, 60)
         assert code == 0, listing
-        runs = json.loads(listing[listing.index("{"):])["runs"]
+        runs = json.loads(listing[listing.index("{") :])["runs"]
         assert [r["status"] for r in runs] == ["finished:completed"], runs
 
         check_run_dir(run, "random")

@@ -12,8 +12,15 @@ from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["data.synthetic.users=24", "data.synthetic.examples_per_user=100", "data.synthetic.image_size=16",
-         "fl.rounds=8", "fl.fraction_train=0.25", "fl.lr=0.1", "attack.mlp_epochs=100"]
+SMALL = [
+    "data.synthetic.users=24",
+    "data.synthetic.examples_per_user=100",
+    "data.synthetic.image_size=16",
+    "fl.rounds=8",
+    "fl.fraction_train=0.25",
+    "fl.lr=0.1",
+    "attack.mlp_epochs=100",
+]
 
 
 @pytest.fixture(scope="module")

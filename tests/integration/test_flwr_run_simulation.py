@@ -58,10 +58,23 @@ def test_flwr_run_local_simulation(tmp_path: Path, procs: Procs) -> None:
 
     t0 = time.monotonic()
     try:
-        code, output = run_logged(procs, "flwr-run", [
-            str(VENV_BIN / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream",
-            "--federation-config", FEDERATION_CONFIG, "--run-config", run_config(run),
-        ], env, RUN_TIMEOUT)
+        code, output = run_logged(
+            procs,
+            "flwr-run",
+            [
+                str(VENV_BIN / "flwr"),
+                "run",
+                str(REPO_ROOT),
+                CONNECTION,
+                "--stream",
+                "--federation-config",
+                FEDERATION_CONFIG,
+                "--run-config",
+                run_config(run),
+            ],
+            env,
+            RUN_TIMEOUT,
+        )
         elapsed = time.monotonic() - t0
         assert code == 0, f"flwr run exited with {code}\n{output}"
         assert "Successfully started run" in output, output
@@ -70,7 +83,7 @@ def test_flwr_run_local_simulation(tmp_path: Path, procs: Procs) -> None:
 
         code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", CONNECTION, "--format", "json"], env, 60)
         assert code == 0, listing
-        runs = json.loads(listing[listing.index("{"):])["runs"]
+        runs = json.loads(listing[listing.index("{") :])["runs"]
         assert [r["status"] for r in runs] == ["finished:completed"], runs
 
         check_run_dir(run, "random")

@@ -79,7 +79,9 @@ def test_cli_rejects_bad_input_before_anything_starts(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[attack]\nattackers = ['mlp', 'oracle']\n")
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "leakbed.cli", "run", str(bad), "--out", str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "leakbed.cli", "run", str(bad), "--out", str(out)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "attack.attackers" in proc.stderr
     assert not out.exists()
@@ -97,7 +99,8 @@ def test_cli_refuses_to_overwrite_a_run(tmp_path):
 def test_cli_rejects_missing_dataset(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "leakbed.cli", "validate", "--set", "data.source='leaf'", "--set", f"data.path='{tmp_path}/nope'"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2 and proc.stderr.startswith("leakbed: error:") and proc.stderr.count("\n") == 1
 

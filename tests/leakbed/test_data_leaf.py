@@ -91,11 +91,18 @@ def _write(path: Path, doc: object) -> None:
 def test_text_shards_become_char_windows(tmp_path: Path) -> None:
     line = "To be, or not to be: that is the question. Whether 'tis nobler in the mind to suf"
     assert len(line) == 81
-    _write(tmp_path / "train" / "a.json", {"users": ["HAMLET"], "num_samples": [1],
-                                           "user_data": {"HAMLET": {"x": [line[:80]], "y": [line[80]]}}})
-    _write(tmp_path / "test" / "b.json", {"users": ["HAMLET", "OPHELIA"], "num_samples": [1, 1],
-                                          "user_data": {"HAMLET": {"x": ["abc"], "y": ["d"]},
-                                                        "OPHELIA": {"x": ["Good my lord"], "y": [","]}}})
+    _write(
+        tmp_path / "train" / "a.json",
+        {"users": ["HAMLET"], "num_samples": [1], "user_data": {"HAMLET": {"x": [line[:80]], "y": [line[80]]}}},
+    )
+    _write(
+        tmp_path / "test" / "b.json",
+        {
+            "users": ["HAMLET", "OPHELIA"],
+            "num_samples": [1, 1],
+            "user_data": {"HAMLET": {"x": ["abc"], "y": ["d"]}, "OPHELIA": {"x": ["Good my lord"], "y": [","]}},
+        },
+    )
     corpus = load_leaf(str(tmp_path))
     assert corpus.task == "next-token" and corpus.input_shape == (LEAF_SEQ_LEN,)
     assert corpus.vocab is not None and corpus.vocab[:2] == ("<pad>", "<unk>")

@@ -45,12 +45,14 @@ def test_hub_shaped_parquet_from_femnist_writers(tmp_path: Path) -> None:
             rows["image"].append({"bytes": _png(pixels), "path": None})
             rows["character"].append(y)
             rows["hsf_id"].append(int(w[1:5]) % 7)
-    features = datasets.Features({
-        "writer_id": datasets.Value("string"),
-        "image": datasets.Image(),
-        "character": datasets.ClassLabel(num_classes=62),
-        "hsf_id": datasets.Value("int64"),
-    })
+    features = datasets.Features(
+        {
+            "writer_id": datasets.Value("string"),
+            "image": datasets.Image(),
+            "character": datasets.ClassLabel(num_classes=62),
+            "hsf_id": datasets.Value("int64"),
+        }
+    )
     order = np.random.default_rng(0).permutation(len(rows["writer_id"]))  # writers interleaved in the file
     shuffled = {k: [v[i] for i in order] for k, v in rows.items()}
     datasets.Dataset.from_dict(shuffled, features=features).to_parquet(str(tmp_path / "femnist.parquet"))
@@ -112,9 +114,7 @@ def test_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         load_flwr_datasets(str(tmp_path / "noimg.parquet"), partition_by="writer_id")
     with pytest.raises(DataError, match="no column 'user' to partition by"):
         load_flwr_datasets(str(tmp_path / "noimg.parquet"), partition_by="user")
-    pd.DataFrame({"writer_id": ["a", None], "x": [[0.0] * 4, [1.0] * 4], "label": [1, 2]}).to_parquet(
-        tmp_path / "noid.parquet"
-    )
+    pd.DataFrame({"writer_id": ["a", None], "x": [[0.0] * 4, [1.0] * 4], "label": [1, 2]}).to_parquet(tmp_path / "noid.parquet")
     with pytest.raises(DataError, match="cannot partition by 'writer_id'"):
         load_flwr_datasets(str(tmp_path / "noid.parquet"), partition_by="writer_id")
     (tmp_path / "data.txt").write_text("x")

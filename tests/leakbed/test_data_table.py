@@ -34,14 +34,42 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 def _photo_rows(root: Path) -> list[dict[str, Any]]:
     imgs = _images(root)
     return [
-        {"user_id": "bob", "path": "img/red.png", "label": "cat", "timestamp": "2024-01-01T00:00:10Z",
-         "city": "paris", "score": 1.5, "flash": True},
-        {"user_id": "alice", "path": str(imgs["green"]), "label": "dog", "timestamp": "2024-01-01T01:00:00+01:00",
-         "city": "oslo", "score": 2.0, "flash": False},
-        {"user_id": "bob", "path": "img/blue.png", "label": "cat", "timestamp": "2024-01-01",
-         "city": "oslo", "score": None, "flash": False},
-        {"user_id": "bob", "path": "img/gray.png", "label": "bird", "timestamp": "2024-01-02T00:00:00",
-         "city": "rome", "score": 4.0, "flash": True},
+        {
+            "user_id": "bob",
+            "path": "img/red.png",
+            "label": "cat",
+            "timestamp": "2024-01-01T00:00:10Z",
+            "city": "paris",
+            "score": 1.5,
+            "flash": True,
+        },
+        {
+            "user_id": "alice",
+            "path": str(imgs["green"]),
+            "label": "dog",
+            "timestamp": "2024-01-01T01:00:00+01:00",
+            "city": "oslo",
+            "score": 2.0,
+            "flash": False,
+        },
+        {
+            "user_id": "bob",
+            "path": "img/blue.png",
+            "label": "cat",
+            "timestamp": "2024-01-01",
+            "city": "oslo",
+            "score": None,
+            "flash": False,
+        },
+        {
+            "user_id": "bob",
+            "path": "img/gray.png",
+            "label": "bird",
+            "timestamp": "2024-01-02T00:00:00",
+            "city": "rome",
+            "score": 4.0,
+            "flash": True,
+        },
     ]
 
 
@@ -72,13 +100,15 @@ def test_images_jsonl_labels_times_attrs(tmp_path: Path) -> None:
 
 def test_csv_numeric_labels_and_timestamps(tmp_path: Path) -> None:
     _images(tmp_path)
-    pd.DataFrame({
-        "user_id": ["7", "7", "10", "7"],
-        "path": ["img/red.png", "img/green.png", "img/blue.png", "img/gray.png"],
-        "label": [10, 2, 2, 10],
-        "timestamp": [5.0, 1.0, 3.5, 2.0],
-        "device": ["b", "a", "b", "a"],
-    }).to_csv(tmp_path / "t.csv", index=False)
+    pd.DataFrame(
+        {
+            "user_id": ["7", "7", "10", "7"],
+            "path": ["img/red.png", "img/green.png", "img/blue.png", "img/gray.png"],
+            "label": [10, 2, 2, 10],
+            "timestamp": [5.0, 1.0, 3.5, 2.0],
+            "device": ["b", "a", "b", "a"],
+        }
+    ).to_csv(tmp_path / "t.csv", index=False)
     corpus = load_table(str(tmp_path / "t.csv"), image_size=4)
     assert corpus.user_ids == ["10", "7"]  # ids stay text
     np.testing.assert_array_equal(corpus.users["7"].y, [1, 0, 1])  # 2 < 10 numerically
@@ -89,12 +119,14 @@ def test_csv_numeric_labels_and_timestamps(tmp_path: Path) -> None:
 
 def test_parquet_multilabel_lists_and_datetime(tmp_path: Path) -> None:
     _images(tmp_path)
-    frame = pd.DataFrame({
-        "user_id": ["u1", "u2", "u1"],
-        "path": ["img/red.png", "img/green.png", "img/blue.png"],
-        "labels": [["sky", "dog"], [], ["dog"]],
-        "timestamp": pd.to_datetime(["2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z", "2024-01-01T00:00:00Z"]),
-    })
+    frame = pd.DataFrame(
+        {
+            "user_id": ["u1", "u2", "u1"],
+            "path": ["img/red.png", "img/green.png", "img/blue.png"],
+            "labels": [["sky", "dog"], [], ["dog"]],
+            "timestamp": pd.to_datetime(["2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z", "2024-01-01T00:00:00Z"]),
+        }
+    )
     frame.to_parquet(tmp_path / "t.parquet")
     corpus = load_table(str(tmp_path / "t.parquet"))
     assert corpus.task == "multilabel" and corpus.num_classes == 2  # dog, sky
@@ -108,11 +140,13 @@ def test_parquet_multilabel_lists_and_datetime(tmp_path: Path) -> None:
 
 def test_multilabel_pipe_strings_and_row_order_time(tmp_path: Path) -> None:
     _images(tmp_path)
-    pd.DataFrame({
-        "user_id": ["a", "b", "a", "a"],
-        "path": ["img/red.png", "img/green.png", "img/blue.png", "img/gray.png"],
-        "labels": ["beach|sun", "sun", "", "night | beach"],
-    }).to_csv(tmp_path / "m.csv", index=False)
+    pd.DataFrame(
+        {
+            "user_id": ["a", "b", "a", "a"],
+            "path": ["img/red.png", "img/green.png", "img/blue.png", "img/gray.png"],
+            "labels": ["beach|sun", "sun", "", "night | beach"],
+        }
+    ).to_csv(tmp_path / "m.csv", index=False)
     corpus = load_table(str(tmp_path / "m.csv"), image_size=8)
     assert corpus.task == "multilabel" and corpus.num_classes == 3  # beach, night, sun
     a = corpus.users["a"]
@@ -148,12 +182,14 @@ def test_text_language_model_windows_and_vocab(tmp_path: Path) -> None:
 
 
 def test_text_classification_and_text_multilabel(tmp_path: Path) -> None:
-    pd.DataFrame({
-        "user_id": ["a", "b", "a"],
-        "text": ["good good film", "bad", "one two three four five six"],
-        "label": ["pos", "neg", "pos"],
-        "likes": [3, 0, 7],
-    }).to_csv(tmp_path / "c.csv", index=False)
+    pd.DataFrame(
+        {
+            "user_id": ["a", "b", "a"],
+            "text": ["good good film", "bad", "one two three four five six"],
+            "label": ["pos", "neg", "pos"],
+            "likes": [3, 0, 7],
+        }
+    ).to_csv(tmp_path / "c.csv", index=False)
     corpus = load_table(str(tmp_path / "c.csv"), seq_len=4)
     assert corpus.task == "multiclass" and corpus.num_classes == 2 and corpus.input_shape == (4,)
     assert corpus.vocab is not None and corpus.vocab[2] == "good"
@@ -185,26 +221,31 @@ def test_errors(tmp_path: Path) -> None:
     _expect(tmp_path / "t.xlsx", "unknown table extension '.xlsx'")
     _expect(tmp_path / "absent.csv", "no such table file")
     _expect(_jsonl(tmp_path / "a.jsonl", [{"text": "hi", "label": 1}]), "missing required column 'user_id'")
-    _expect(_jsonl(tmp_path / "b.jsonl", [{"user_id": 1, "text": "hi", "path": "img/red.png", "label": 1}]),
-            "both 'text' and 'path'")
+    _expect(
+        _jsonl(tmp_path / "b.jsonl", [{"user_id": 1, "text": "hi", "path": "img/red.png", "label": 1}]), "both 'text' and 'path'"
+    )
     _expect(_jsonl(tmp_path / "c.jsonl", [{"user_id": 1, "label": 1}]), "neither 'text' nor 'path'")
     err = _expect(
-        _jsonl(tmp_path / "d.jsonl", [{"user_id": 1, "path": "img/red.png", "label": 0},
-                                      {"user_id": 1, "path": "img/missing.png", "label": 1}]),
+        _jsonl(
+            tmp_path / "d.jsonl",
+            [{"user_id": 1, "path": "img/red.png", "label": 0}, {"user_id": 1, "path": "img/missing.png", "label": 1}],
+        ),
         "row 1: cannot read image",
     )
     assert "missing.png" in str(err)
     (tmp_path / "img" / "junk.png").write_bytes(b"not a png")
-    _expect(_jsonl(tmp_path / "e.jsonl", [{"user_id": 1, "path": "img/junk.png", "label": 0}]),
-            "row 0: cannot read image .*junk.png")
+    _expect(
+        _jsonl(tmp_path / "e.jsonl", [{"user_id": 1, "path": "img/junk.png", "label": 0}]), "row 0: cannot read image .*junk.png"
+    )
     _expect(_jsonl(tmp_path / "f.jsonl", [{"user_id": 1, "path": "img/red.png"}]), "need a 'label' or 'labels'")
-    _expect(_jsonl(tmp_path / "g.jsonl", [{"user_id": 1, "text": "a b", "timestamp": "yesterday"}]),
-            "row 0: timestamp 'yesterday' is not a number or ISO date")
+    _expect(
+        _jsonl(tmp_path / "g.jsonl", [{"user_id": 1, "text": "a b", "timestamp": "yesterday"}]),
+        "row 0: timestamp 'yesterday' is not a number or ISO date",
+    )
     (tmp_path / "h.jsonl").write_text('{"user_id": 1, "text": "a b"}\n{"user_id": 2,\n')
     _expect(tmp_path / "h.jsonl", "line 2: not valid JSON")
     _expect(_jsonl(tmp_path / "i.jsonl", [{"user_id": None, "text": "a b"}]), "row 0: missing user_id")
     _expect(_jsonl(tmp_path / "j.jsonl", [{"user_id": 1, "text": "a b", "label": None}]), "row 0: missing label")
-    _expect(_jsonl(tmp_path / "k.jsonl", [{"user_id": 1, "text": "a", "label": 1, "labels": [1]}]),
-            "both 'label' and 'labels'")
+    _expect(_jsonl(tmp_path / "k.jsonl", [{"user_id": 1, "text": "a", "label": 1, "labels": [1]}]), "both 'label' and 'labels'")
     (tmp_path / "empty.csv").write_text("user_id,text\n")
     _expect(tmp_path / "empty.csv", "no rows")

@@ -93,8 +93,7 @@ def test_single_file_and_seq_len() -> None:
 def _tiny(path: Path, clients: dict[str, list[bytes]]) -> None:
     with h5py.File(path, "w") as fh:
         for cid, rows in clients.items():
-            fh.create_dataset(f"examples/{cid}/snippets", data=np.array(rows, dtype=object),
-                              dtype=h5py.string_dtype())
+            fh.create_dataset(f"examples/{cid}/snippets", data=np.array(rows, dtype=object), dtype=h5py.string_dtype())
 
 
 def test_tiny_files_vocab_is_deterministic(tmp_path: Path) -> None:

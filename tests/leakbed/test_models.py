@@ -57,4 +57,6 @@ def test_local_weights_are_loaded(tmp_path):
     torch.save(src.state_dict(), path)
     torch.manual_seed(4)
     loaded = build_model(ModelConfig(name="mobilenet_v3_small", weights_path=str(path)), IMG)
-    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(src.state_dict().values(), loaded.state_dict().values(), strict=True))
+    assert all(
+        np.array_equal(a.numpy(), b.numpy()) for a, b in zip(src.state_dict().values(), loaded.state_dict().values(), strict=True)
+    )

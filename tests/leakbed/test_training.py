@@ -22,14 +22,26 @@ def test_local_update_learns_and_is_deterministic():
     start = state_arrays(model)
     data = fed.private(0)
     before = evaluate(model, data, "multiclass", device=torch.device("cpu"))["loss"]
-    local_update(model, data, "multiclass", TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
-                 seed=1, device=torch.device("cpu"))
+    local_update(
+        model,
+        data,
+        "multiclass",
+        TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
+        seed=1,
+        device=torch.device("cpu"),
+    )
     after = evaluate(model, data, "multiclass", device=torch.device("cpu"))["loss"]
     assert after < 0.9 * before, (before, after)
     first = state_arrays(model)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in start.items()})
-    local_update(model, data, "multiclass", TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
-                 seed=1, device=torch.device("cpu"))
+    local_update(
+        model,
+        data,
+        "multiclass",
+        TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
+        seed=1,
+        device=torch.device("cpu"),
+    )
     assert all(np.array_equal(first[k], v) for k, v in state_arrays(model).items())
 
 

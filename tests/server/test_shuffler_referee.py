@@ -14,9 +14,16 @@ GLOBAL = {"fc.weight": np.zeros((3, 2), np.float32), "fc.bias": np.zeros(3, np.f
 
 def reply(user: str, node: int, value: float, n: int = 10):
     rec = arrays_of({k: v + value for k, v in GLOBAL.items()})
-    return fake_message(RecordDict({
-        "arrays": rec, "metrics": MetricRecord({"num-examples": n}), TRUTH_KEY: ConfigRecord({"user-id": user}),
-    }), src=node)
+    return fake_message(
+        RecordDict(
+            {
+                "arrays": rec,
+                "metrics": MetricRecord({"num-examples": n}),
+                TRUTH_KEY: ConfigRecord({"user-id": user}),
+            }
+        ),
+        src=node,
+    )
 
 
 def test_shuffler_strips_identity_and_seals_truth(tmp_path):

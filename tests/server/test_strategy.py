@@ -39,26 +39,44 @@ def _run_identity(monkeypatch):
 
 def strategy(tmp_path, pool, seed=0, fraction=0.5):
     return CuriousFedAvg(
-        shuffler=Shuffler(Referee(tmp_path / "ref"), ["fc.weight", "fc.bias"], seed), pool=pool, seed=seed,
-        fraction_train=fraction, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0, min_available_nodes=2,
+        shuffler=Shuffler(Referee(tmp_path / "ref"), ["fc.weight", "fc.bias"], seed),
+        pool=pool,
+        seed=seed,
+        fraction_train=fraction,
+        fraction_evaluate=0.0,
+        min_train_nodes=1,
+        min_evaluate_nodes=0,
+        min_available_nodes=2,
     )
 
 
 def good(user, value, n=5):
-    return fake_message(RecordDict({
-        "arrays": arrays_of({k: v + value for k, v in GLOBAL.items()}), "metrics": MetricRecord({"num-examples": n}),
-        TRUTH_KEY: ConfigRecord({"user-id": user}),
-    }))
+    return fake_message(
+        RecordDict(
+            {
+                "arrays": arrays_of({k: v + value for k, v in GLOBAL.items()}),
+                "metrics": MetricRecord({"num-examples": n}),
+                TRUTH_KEY: ConfigRecord({"user-id": user}),
+            }
+        )
+    )
 
 
 def config():
-    return ConfigRecord({"epochs": 1, "batch_size": 4, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0, "experiment": "{}", "prior-rule": "random"})
+    return ConfigRecord(
+        {"epochs": 1, "batch_size": 4, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0, "experiment": "{}", "prior-rule": "random"}
+    )
 
 
 def test_sampling_is_a_function_of_seed_and_round(tmp_path):
     grid = FakeGrid(range(100, 120))
-    picks = [[m.metadata.dst_node_id for m in strategy(tmp_path, RecordingPool(), seed=s).configure_train(r, arrays_of(GLOBAL), config(), grid)]
-             for s, r in ((0, 1), (0, 1), (0, 2), (1, 1))]
+    picks = [
+        [
+            m.metadata.dst_node_id
+            for m in strategy(tmp_path, RecordingPool(), seed=s).configure_train(r, arrays_of(GLOBAL), config(), grid)
+        ]
+        for s, r in ((0, 1), (0, 1), (0, 2), (1, 1))
+    ]
     assert len(picks[0]) == 10 and picks[0] == picks[1] and picks[0] != picks[2] and picks[0] != picks[3]
 
 
@@ -66,7 +84,9 @@ def test_round_snapshot_and_tap_before_aggregation(tmp_path):
     pool = RecordingPool()
     s = strategy(tmp_path, pool)
     s.configure_train(3, arrays_of(GLOBAL), config(), FakeGrid([1, 2, 3, 4]))
-    assert pool.rounds[0].round == 3 and pool.rounds[0].train_config["lr"] == 0.1 and "experiment" not in pool.rounds[0].train_config
+    assert (
+        pool.rounds[0].round == 3 and pool.rounds[0].train_config["lr"] == 0.1 and "experiment" not in pool.rounds[0].train_config
+    )
     arrays, metrics = s.aggregate_train(3, [good("a", 1.0, n=1), good("b", 3.0, n=3)])
     assert np.allclose(arrays["fc.weight"].numpy(), 2.5), "plain FedAvg weighted mean of the replies"
     assert metrics is not None
