@@ -47,8 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--users", type=int, default=200, help="synthetic users = virtual SuperNodes (default 200)")
     p.add_argument("--fraction", type=float, default=0.1, help="fraction of clients per round C (default 0.1)")
     p.add_argument("--rounds", type=int, default=5, help="FL rounds (default 5)")
-    p.add_argument("--examples-per-user", type=int, default=60,
-                   help="data.synthetic.examples_per_user (default 60; the config's default is 120)")
+    p.add_argument(
+        "--examples-per-user",
+        type=int,
+        default=60,
+        help="data.synthetic.examples_per_user (default 60; the config's default is 120)",
+    )
     add_common_args(p)
     args = p.parse_args(argv)
 
@@ -57,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     from leakbed.simulate import simulate
 
     overrides = [
-        f"data.synthetic.users={args.users}", f"fl.fraction_train={args.fraction}", f"fl.rounds={args.rounds}",
-        f"data.synthetic.examples_per_user={args.examples_per_user}", f"seed={args.seed}", *args.set,
+        f"data.synthetic.users={args.users}",
+        f"fl.fraction_train={args.fraction}",
+        f"fl.rounds={args.rounds}",
+        f"data.synthetic.examples_per_user={args.examples_per_user}",
+        f"seed={args.seed}",
+        *args.set,
     ]
     cfg = load_config(args.config, overrides)
     t0 = time.perf_counter()
@@ -69,11 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     private = sum(len(s.private) for s in fed.splits.values())
     settings = {
         "users (virtual SuperNodes)": f"{users} (of {cfg.data.synthetic.users} generated; min_examples {cfg.data.min_examples})",
-        "rounds": cfg.fl.rounds, "fraction_train C": cfg.fl.fraction_train,
+        "rounds": cfg.fl.rounds,
+        "fraction_train C": cfg.fl.fraction_train,
         "clients per round": max(int(users * cfg.fl.fraction_train), 1),
         "examples per user (mean)": f"{cfg.data.synthetic.examples_per_user} (lighter than the config default 120)",
         "examples: private / prior (all users)": f"{private} / {prior}",
-        "prior rule": args.rule, "seed": cfg.seed,
+        "prior rule": args.rule,
+        "seed": cfg.seed,
         "attack workers / attackers": f"{cfg.attack.workers} / {', '.join(cfg.attack.attackers)}",
         "shadow updates per round (one per known user)": users,
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
@@ -117,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             ["peak RSS of the process tree [MiB]", memory["peak_tree_rss_mib"]],
             ["peak PSS of the process tree [MiB]", memory["peak_tree_pss_mib"]],
             ["peak processes in the tree", memory["peak_processes"]],
-            ["pool: tapped / analysed / dropped / failed",
-             f"{pool['tapped']} / {pool['analysed']} / {pool['dropped']} / {pool['failed']}"],
+            [
+                "pool: tapped / analysed / dropped / failed",
+                f"{pool['tapped']} / {pool['analysed']} / {pool['dropped']} / {pool['failed']}",
+            ],
             ["pool: max lag [rounds] (pool stat)", pool["max_lag_rounds"]],
             ["pool: max lag [rounds] (store file times)", timeline["max_lag_rounds_from_files"]],
             ["pool: busy after the last round [s]", timeline["pool_busy_after_fl_s"]],
@@ -127,22 +139,37 @@ def main(argv: list[str] | None = None) -> int:
         print("\n== results")
         print(table(["", "value"], rows))
         print("RSS at the peak by process [MiB]: " + json.dumps(memory["rss_mib_at_peak_by_process"]))
-        print(f"memory sampler: {memory['samples']} RSS samples ({memory['mean_rss_sample_ms']} ms each), "
-              f"{memory['pss_samples']} PSS samples ({memory['mean_pss_sample_ms']} ms each)")
+        print(
+            f"memory sampler: {memory['samples']} RSS samples ({memory['mean_rss_sample_ms']} ms each), "
+            f"{memory['pss_samples']} PSS samples ({memory['mean_pss_sample_ms']} ms each)"
+        )
         print(f"attack fit seconds: {json.dumps(pool['fit_seconds'])}")
         attackers = {}
         for name, m in summary["attackers"].items():
             attackers[name] = {k: m.get(k) for k in ATTACK_KEYS}
-            print(f"attacker {name}: AP {fmt(m['ap'], 3)} = {fmt(m['x_chance'])} x chance ({fmt(m['chance_ap'], 3)}), "
-                  f"top-1 {fmt(m['top1'], 3)}, over {m['n_updates']} updates of {m['n_users']} users")
+            print(
+                f"attacker {name}: AP {fmt(m['ap'], 3)} = {fmt(m['x_chance'])} x chance ({fmt(m['chance_ap'], 3)}), "
+                f"top-1 {fmt(m['top1'], 3)}, over {m['n_updates']} updates of {m['n_users']} users"
+            )
         if problems:
             print(f"PROBLEMS: {problems}", file=sys.stderr)
         result = {
-            "benchmark": "cohort", "ok": not problems, "users": users, "rounds": rounds, "fraction": cfg.fl.fraction_train,
-            "examples_per_user": cfg.data.synthetic.examples_per_user, "seed": cfg.seed, "rule": args.rule,
+            "benchmark": "cohort",
+            "ok": not problems,
+            "users": users,
+            "rounds": rounds,
+            "fraction": cfg.fl.fraction_train,
+            "examples_per_user": cfg.data.synthetic.examples_per_user,
+            "seed": cfg.seed,
+            "rule": args.rule,
             "cpus": os.cpu_count(),
-            "whole_s": end - start, "fl_s": fl, "per_round_s": fl / rounds, **split, "attack_fit_s": fit,
-            "peak_tree_rss_mib": memory["peak_tree_rss_mib"], "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
+            "whole_s": end - start,
+            "fl_s": fl,
+            "per_round_s": fl / rounds,
+            **split,
+            "attack_fit_s": fit,
+            "peak_tree_rss_mib": memory["peak_tree_rss_mib"],
+            "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
             "pool": {k: pool[k] for k in POOL_KEYS} | timeline,
             "attackers": {n: {k: a[k] for k in ("ap", "chance_ap", "x_chance")} for n, a in attackers.items()},
         }

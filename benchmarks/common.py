@@ -17,8 +17,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 QUIET_ENV = {
-    "FLWR_LOG_LEVEL": "WARNING", "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "TOKENIZERS_PARALLELISM": "false",
+    "FLWR_LOG_LEVEL": "WARNING",
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "TOKENIZERS_PARALLELISM": "false",
 }
 
 
@@ -29,14 +33,20 @@ def quiet_env() -> None:
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="experiment TOML to start from (default: built-in defaults)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra config override, applied last (repeatable), e.g. attack.workers=1")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override, applied last (repeatable), e.g. attack.workers=1",
+    )
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--rule", default="random", choices=["random", "chrono"], help="prior rule of the run (default random)")
     p.add_argument("--out", help="folder for run outputs and summary.json (default: a temp dir, removed at the end)")
     p.add_argument("--interval", type=float, default=0.2, help="RSS sampling interval [s] (default 0.2)")
-    p.add_argument("--pss-interval", type=float, default=5.0,
-                   help="PSS sampling interval [s]; reading PSS is costly; 0 = off (default 5)")
+    p.add_argument(
+        "--pss-interval", type=float, default=5.0, help="PSS sampling interval [s]; reading PSS is costly; 0 = off (default 5)"
+    )
 
 
 @contextlib.contextmanager
@@ -117,8 +127,9 @@ def fmt(value: object, digits: int = 2) -> str:
 def table(header: list[str], rows: list[list[object]]) -> str:
     cells = [header] + [[fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in cells]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

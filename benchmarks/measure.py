@@ -117,8 +117,8 @@ def label(pid: int) -> str:
     except OSError:
         return "?"
     first = argv[0].decode(errors="replace") if argv else ""
-    if first.startswith("ray::"):
-        return first.split()[0]
+    if first.startswith("ray::"):  # Ray's process title, e.g. ray::ClientAppActor.run while busy
+        return first.split()[0].split(".")[0]
     if any(b"multiprocessing.spawn" in a for a in argv):
         return "mp-spawn child (attack worker)"
     if any(b"resource_tracker" in a for a in argv):

@@ -75,10 +75,14 @@ class CountingGrid:
         replies = list(self._grid.send_and_receive(msgs, timeout=timeout))
         ok = [m for m in replies if not m.has_error()]
         if msgs:  # FedAvg also calls this (with no messages) for its skipped evaluation
-            self.rounds.append({
-                "sent": len(msgs), "replies": len(replies), "errors": len(replies) - len(ok),
-                "examples": sum(int(m.content.metric_records["metrics"]["num-examples"]) for m in ok),
-            })
+            self.rounds.append(
+                {
+                    "sent": len(msgs),
+                    "replies": len(replies),
+                    "errors": len(replies) - len(ok),
+                    "examples": sum(int(m.content.metric_records["metrics"]["num-examples"]) for m in ok),
+                }
+            )
         return replies
 
 
@@ -122,15 +126,22 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
             return res
 
         strategy = FedAvg(
-            fraction_train=cfg.fl.fraction_train, fraction_evaluate=0.0, min_train_nodes=1,
-            min_evaluate_nodes=0, min_available_nodes=users,
+            fraction_train=cfg.fl.fraction_train,
+            fraction_evaluate=0.0,
+            min_train_nodes=1,
+            min_evaluate_nodes=0,
+            min_available_nodes=users,
         )
         counting = CountingGrid(grid)
         state["grid"] = counting
         t0 = time.perf_counter()
         state["result"] = strategy.start(
-            grid=counting, initial_arrays=initial, num_rounds=cfg.fl.rounds, timeout=cfg.fl.round_timeout,
-            train_config=_train_config(cfg, rule), evaluate_fn=evaluate_fn,
+            grid=counting,
+            initial_arrays=initial,
+            num_rounds=cfg.fl.rounds,
+            timeout=cfg.fl.round_timeout,
+            train_config=_train_config(cfg, rule),
+            evaluate_fn=evaluate_fn,
         )
         state["fl_seconds"] = time.perf_counter() - t0
         state["main_end"] = time.time()
@@ -158,11 +169,16 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
         if r["replies"] != r["sent"] or r["errors"]:
             problems.append(f"round {i}: {r['sent']} sent, {r['replies']} replies, {r['errors']} errors")
     return {
-        "fl_s": state.get("fl_seconds"), "fit_s": None, **marks.split(cfg.fl.rounds),
+        "fl_s": state.get("fl_seconds"),
+        "fit_s": None,
+        **marks.split(cfg.fl.rounds),
         **_phases(start, marks, cfg.fl.rounds, state.get("main_end"), end),
-        "updates": sum(r["replies"] - r["errors"] for r in per_round), "examples": sum(r["examples"] for r in per_round),
+        "updates": sum(r["replies"] - r["errors"] for r in per_round),
+        "examples": sum(r["examples"] for r in per_round),
         "clients_per_round": [r["sent"] for r in per_round],
-        "memory": mem.report(), "problems": problems, "initial": state.get("initial"),
+        "memory": mem.report(),
+        "problems": problems,
+        "initial": state.get("initial"),
     }
 
 
@@ -191,12 +207,18 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
         initial = None
     main_end = (out / "metrics.json").stat().st_mtime  # run_federation writes it last
     return {
-        "fl_s": summary["fl_seconds"], "fit_s": summary["attack_fit_seconds"], **marks.split(cfg.fl.rounds),
+        "fl_s": summary["fl_seconds"],
+        "fit_s": summary["attack_fit_seconds"],
+        **marks.split(cfg.fl.rounds),
         **_phases(start, marks, cfg.fl.rounds, main_end, end),
-        "updates": len(truth), "examples": examples,
+        "updates": len(truth),
+        "examples": examples,
         "clients_per_round": [logs[str(r)]["sampled"] for r in sorted(int(k) for k in logs)],
-        "memory": mem.report(), "problems": problems, "initial": initial,
-        "pool": {k: pool[k] for k in POOL_KEYS} | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
+        "memory": mem.report(),
+        "problems": problems,
+        "initial": initial,
+        "pool": {k: pool[k] for k in POOL_KEYS}
+        | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
         | pool_timeline(out / "store", marks, cfg.fl.rounds),
         "attackers": {n: {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")} for n, m in summary["attackers"].items()},
     }
@@ -246,10 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     from leakbed.data import federation
     from leakbed.models import build_model
 
-    cfg = load_config(args.config, [
-        f"data.synthetic.users={args.users}", f"fl.rounds={args.rounds}", f"fl.fraction_train={args.fraction}",
-        f"seed={args.seed}", *args.set,
-    ])
+    cfg = load_config(
+        args.config,
+        [
+            f"data.synthetic.users={args.users}",
+            f"fl.rounds={args.rounds}",
+            f"fl.fraction_train={args.fraction}",
+            f"seed={args.seed}",
+            *args.set,
+        ],
+    )
     t0 = time.perf_counter()
     fed = federation(cfg, args.rule)  # warm this process' cache for both runs; not timed
     build_model(cfg.model, fed.corpus)
@@ -258,9 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [args.only] if args.only else ["plain", "leakbed"]
     settings = {
         "users (virtual SuperNodes)": f"{users} (of {cfg.data.synthetic.users} generated; min_examples {cfg.data.min_examples})",
-        "rounds": cfg.fl.rounds, "fraction_train C": cfg.fl.fraction_train,
+        "rounds": cfg.fl.rounds,
+        "fraction_train C": cfg.fl.fraction_train,
         "clients per round": max(int(users * cfg.fl.fraction_train), 1),
-        "prior rule": args.rule, "seed": cfg.seed, "repeats": args.repeats, "runs": " + ".join(kinds),
+        "prior rule": args.rule,
+        "seed": cfg.seed,
+        "repeats": args.repeats,
+        "runs": " + ".join(kinds),
         "plain server-side evaluation": args.plain_evaluate,
         "attack workers / attackers": f"{cfg.attack.workers} / {', '.join(cfg.attack.attackers)}",
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
@@ -281,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
                     res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}" / args.rule), intervals)
                 runs[kind].append(res)
                 trouble = f", PROBLEMS: {res['problems']}" if res["problems"] else ""
-                print(f"   {kind}: FL {fmt(res['fl_s'])} s, whole {fmt(res['whole_s'])} s, "
-                      f"peak tree RSS {res['memory']['peak_tree_rss_mib']} MiB{trouble}", flush=True)
+                print(
+                    f"   {kind}: FL {fmt(res['fl_s'])} s, whole {fmt(res['whole_s'])} s, "
+                    f"peak tree RSS {res['memory']['peak_tree_rss_mib']} MiB{trouble}",
+                    flush=True,
+                )
 
         med = {kind: _medians(rs) for kind, rs in runs.items()}
         empty = dict.fromkeys(TIMES + ("peak_rss_mib", "peak_pss_mib"))
@@ -307,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mib": "peak RSS of the process tree [MiB]",
             "peak_pss_mib": "peak PSS of the process tree [MiB]",
         }
-        rows: list[list[object]] = [[labels[k], pl[k], lk[k], ratio(k)] for k in labels]
+        # no ratio where plain does nothing by construction (its main only runs strategy.start)
+        rows: list[list[object]] = [
+            [labels[k], pl[k], lk[k], None if k in ("pre_s", "post_s", "fit_s") else ratio(k)] for k in labels
+        ]
         rows.append(["updates trained", first("plain", "updates"), first("leakbed", "updates"), None])
         rows.append(["examples trained", first("plain", "examples"), first("leakbed", "examples"), None])
         n = f" (median of {args.repeats})" if args.repeats > 1 else ""
@@ -318,15 +356,18 @@ def main(argv: list[str] | None = None) -> int:
         same_init = [_same_initial(a["initial"], b["initial"]) for a, b in pairs]
         for i, res in enumerate(runs.get("leakbed", []), 1):
             pool = res["pool"]
-            print(f"leakbed repeat {i}: pool tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
-                  f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} round(s) by the pool's stat, "
-                  f"{fmt(pool['max_lag_rounds_from_files'])} by the store's file times; "
-                  f"pool busy {fmt(pool['pool_busy_after_fl_s'])} s after the last round")
+            print(
+                f"leakbed repeat {i}: pool tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
+                f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} round(s) by the pool's stat, "
+                f"{fmt(pool['max_lag_rounds_from_files'])} by the store's file times; "
+                f"pool busy {fmt(pool['pool_busy_after_fl_s'])} s after the last round"
+            )
         if same_init:
             print(f"same initial model in plain and leakbed: {same_init}")
         for name, m in runs["leakbed"][-1]["attackers"].items() if runs.get("leakbed") else ():
-            print(f"attacker {name}: AP {m['ap']:.3f} = {m['x_chance']:.2f} x chance ({m['chance_ap']:.3f}), "
-                  f"top-1 {m['top1']:.3f}")
+            print(
+                f"attacker {name}: AP {m['ap']:.3f} = {m['x_chance']:.2f} x chance ({m['chance_ap']:.3f}), top-1 {m['top1']:.3f}"
+            )
         for kind, rs in runs.items():
             print(f"{kind} memory (last run): " + json.dumps({k: v for k, v in rs[-1]["memory"].items() if k != "samples"}))
         problems = {kind: [r["problems"] for r in rs if r["problems"]] for kind, rs in runs.items()}
@@ -334,12 +375,28 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             print(f"PROBLEMS: {problems}; same initial model: {same_init}", file=sys.stderr)
         last = runs["leakbed"][-1]["pool"] if runs.get("leakbed") else {}
-        pool_keys = ("tapped", "analysed", "dropped", "failed", "max_lag_rounds", "max_lag_rounds_from_files",
-                     "pool_busy_after_fl_s")
+        pool_keys = (
+            "tapped",
+            "analysed",
+            "dropped",
+            "failed",
+            "max_lag_rounds",
+            "max_lag_rounds_from_files",
+            "pool_busy_after_fl_s",
+        )
         summary = {
-            "benchmark": "overhead", "ok": ok, "users": users, "rounds": cfg.fl.rounds, "fraction": cfg.fl.fraction_train,
-            "repeats": args.repeats, "seed": cfg.seed, "rule": args.rule, "plain_evaluate": args.plain_evaluate,
-            "cpus": os.cpu_count(), "plain": med.get("plain"), "leakbed": med.get("leakbed"),
+            "benchmark": "overhead",
+            "ok": ok,
+            "users": users,
+            "rounds": cfg.fl.rounds,
+            "fraction": cfg.fl.fraction_train,
+            "repeats": args.repeats,
+            "seed": cfg.seed,
+            "rule": args.rule,
+            "plain_evaluate": args.plain_evaluate,
+            "cpus": os.cpu_count(),
+            "plain": med.get("plain"),
+            "leakbed": med.get("leakbed"),
             "ratio": {k: ratio(k) for k in ("whole_s", "fl_s", "steady_round_s", "peak_rss_mib", "peak_pss_mib")},
             "pool": {k: last.get(k) for k in pool_keys},
             "updates": {kind: rs[0]["updates"] for kind, rs in runs.items()},

@@ -1,0 +1,42 @@
+"""A small version of the FEMNIST experiment (configs/femnist.toml) on real writers from ../shared/data."""
+
+import numpy as np
+import pytest
+
+from leakbed.config import load_config
+from leakbed.simulate import simulate
+from leakbed.store import UpdateStore
+from tests.conftest import REPO, SHARED_DATA
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def femnist_run(tmp_path_factory):
+    if not (SHARED_DATA / "femnist").is_dir():
+        pytest.skip("../shared/data/femnist is not here")
+    cfg = load_config(
+        REPO / "configs" / "femnist.toml",
+        [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "data.min_examples=100", "fl.rounds=8",
+         "fl.fraction_train=0.34", 'model.attack_layers=["features.0"]', "attack.workers=1"],
+    )
+    out = tmp_path_factory.mktemp("femnist")
+    return simulate(cfg, "random", out / "random"), out / "random"
+
+
+def test_real_writers_train_and_every_update_is_scored(femnist_run):
+    run, out = femnist_run
+    assert run["users"] == 24
+    sampled = sum(r["sampled"] for r in run["rounds_log"].values())
+    assert run["pool"]["tapped"] == run["pool"]["analysed"] == sampled == 8 * 8
+    final, first = run["utility"]["8"]["accuracy"], run["utility"]["0"]["accuracy"]
+    assert final > 2 * first and final > 2 / 62, (first, final)  # learning, above the 1/62 class chance
+    anon = UpdateStore(out / "store").read_anon()
+    assert anon["vectors"].shape == (64, 16 * 1 * 9 + 16)  # first conv layer: weight + bias
+
+
+def test_first_conv_layer_identifies_writers_above_chance(femnist_run):
+    run, _ = femnist_run
+    best = max(m["x_chance"] for m in run["attackers"].values())
+    assert best > 1.5, {n: m["x_chance"] for n, m in run["attackers"].items()}
+    assert np.isfinite([m["ap"] for m in run["attackers"].values()]).all()
