@@ -92,12 +92,15 @@ class RoundMarks:
 
 
 def pool_timeline(store_root: Path, marks: RoundMarks, rounds: int) -> dict[str, float | int | None]:
-    """The attack pool's real lag, from the store's file times and the FL round marks.
+    """The attack pool's staleness, from the store's file times and the FL round marks.
 
     A round's shadow file is written when the pool finished that round's shadow updates; its lag
     is the number of FL rounds that ended between the round's start and that moment (0: done
-    within its own round; 1: done while the next round ran, as the pool's own ``max_lag_rounds``
-    would count it). Also: how long the pool was still busy after the last FL round ended.
+    within its own round; 1: done while the next round ran). The pool's own ``max_lag_rounds``
+    counts something else: the rounds still outstanding when a new round is submitted. It misses
+    work finishing after the last round, and with two workers rounds finish out of order (round
+    3 after round 4), so it can read 1 where a round's shadow updates were 2 rounds late.
+    Also: how long the pool was still writing after the last FL round ended.
     """
     shadow = {int(f.stem[1:]): f.stat().st_mtime for f in (store_root / "shadow").glob("r*.npz")}
     files = [f.stat().st_mtime for kind in ("shadow", "anon", "global") for f in (store_root / kind).glob("r*.npz")]

@@ -1,0 +1,25 @@
+"""The text path end to end: Shakespeare roles (TFF HDF5) through the LSTM language model."""
+
+import pytest
+
+from leakbed.simulate import simulate
+from leakbed.store import UpdateStore
+from tests.conftest import SHARED_DATA, tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
+    if not (SHARED_DATA / "shakespeare").is_dir():
+        pytest.skip("../shared/data/shakespeare is not here")
+    cfg = tiny_config(
+        "data.source='tff-hdf5'", f"data.path='{SHARED_DATA / 'shakespeare'}'", "data.max_users=4", "data.min_examples=30",
+        "fl.rounds=2", "fl.fraction_train=0.5", 'split.priors=["random"]',
+    )
+    run = simulate(cfg, "random", tmp_path)
+    assert run["users"] == 4 and run["attack_layers"] == ["fc.weight", "fc.bias"]
+    assert run["pool"]["tapped"] == run["pool"]["analysed"] == 4
+    assert 0.0 < run["utility"]["2"]["top5"] <= 1.0
+    vectors = UpdateStore(tmp_path / "store").read_anon()["vectors"]
+    vocab = vectors.shape[1] // 65  # fc: 64 hidden units + bias per vocabulary entry
+    assert vectors.shape == (4, 65 * vocab) and vocab > 60
