@@ -201,6 +201,8 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     if sorted(int(r) for r in logs) != list(range(1, cfg.fl.rounds + 1)):
         problems.append(f"rounds logged {sorted(logs)}")
     pool = summary["pool"]
+    if pool["tapped"] != pool["analysed"] or pool["errors"]:
+        problems.append(f"pool: tapped {pool['tapped']}, analysed {pool['analysed']}, errors {pool['errors'][:3]}")
     try:
         initial = UpdateStore(out / "store").read_global(1)  # round 1's global model = the initial model
     except OSError:
