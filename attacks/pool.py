@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import pickle
 import queue
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
@@ -29,6 +31,7 @@ class PoolStats:
     failed: int = 0
     rounds_submitted: int = 0
     rounds_analysed: int = 0
+    rounds_dropped: int = 0
     max_lag_rounds: int = 0
     shadow_seconds: float = 0.0
     fit_seconds: dict[str, float] = field(default_factory=dict)
@@ -45,6 +48,12 @@ class AttackPool:
         self, knowledge: AttackerKnowledge, store_root: str, *, workers: int, queue_size: int, submit_timeout: float
     ) -> None:
         ctx = mp.get_context("spawn")
+        # Workers read the knowledge from a file: spawn would otherwise pickle it through each
+        # child's pipe and block start-up until the child has imported torch.
+        knowledge_path = Path(store_root) / "knowledge.pkl"
+        knowledge_path.parent.mkdir(parents=True, exist_ok=True)
+        knowledge_path.write_bytes(pickle.dumps(knowledge))
+        self._latest_round = 0
         self._tasks = ctx.Queue(maxsize=queue_size)
         self._acks = ctx.Queue()
         self._timeout = submit_timeout
@@ -53,7 +62,7 @@ class AttackPool:
         self._procs = [
             ctx.Process(
                 target=worker_main,
-                args=(i, knowledge, store_root, self._tasks, self._acks),
+                args=(i, str(knowledge_path), store_root, self._tasks, self._acks),
                 daemon=True,
                 name=f"attack-worker-{i}",
             )
@@ -79,6 +88,8 @@ class AttackPool:
         if kind == "round":
             s.rounds_analysed += 1
             s.shadow_seconds += ack[2]
+            # how many rounds later than its own round the attack side finished this one
+            s.max_lag_rounds = max(s.max_lag_rounds, self._latest_round - ack[1])
         elif kind == "updates":
             s.analysed += ack[2]
         elif kind == "fit":
@@ -104,11 +115,11 @@ class AttackPool:
     def submit_round(self, snapshot: RoundSnapshot) -> None:
         """Hand over a round's global model; the attacker computes its shadow updates on it."""
         with self._lock:
-            self.stats.max_lag_rounds = max(self.stats.max_lag_rounds, self.stats.rounds_submitted - self.stats.rounds_analysed)
+            self._latest_round = max(self._latest_round, snapshot.round)
             self.stats.rounds_submitted += 1
         if not self._put(("round", snapshot)):
             with self._lock:
-                self.stats.rounds_analysed += 1
+                self.stats.rounds_dropped += 1
                 self.stats.errors.append(f"round {snapshot.round} dropped: queue full for {self._timeout}s")
 
     def submit_updates(self, updates: list[AnonymousUpdate]) -> None:
@@ -135,7 +146,7 @@ class AttackPool:
             s = self.stats
             return self._lock.wait_for(
                 lambda: (
-                    (s.analysed + s.dropped + s.failed >= s.tapped and s.rounds_analysed >= s.rounds_submitted)
+                    (s.analysed + s.dropped + s.failed >= s.tapped and s.rounds_analysed + s.rounds_dropped >= s.rounds_submitted)
                     or not self._alive()
                 ),
                 timeout=max(0.0, deadline - time.monotonic()),

@@ -58,6 +58,8 @@ def fit_score(name: str, cfg: AttackConfig, seed: int, x_train: np.ndarray, y_tr
     clf = make_attacker(name, cfg, seed)
     if name == "knn":
         clf.set_params(n_neighbors=min(cfg.knn_k, len(x_train)))
+    if name == "mlp":
+        clf.set_params(batch_size=min(32, len(x_train)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(x_train, y_train)

@@ -48,13 +48,17 @@ def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> 
     return ("fit", name, time.perf_counter() - t0)
 
 
-def worker_main(worker_id: int, knowledge: AttackerKnowledge, store_root: str, tasks: Queue, acks: Queue) -> None:
+def worker_main(worker_id: int, knowledge_path: str, store_root: str, tasks: Queue, acks: Queue) -> None:
     """Serve tasks until the ``None`` sentinel; every task is acknowledged, failures included."""
+    import pickle
+    from pathlib import Path
+
     import torch
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
     threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
+    knowledge: AttackerKnowledge = pickle.loads(Path(knowledge_path).read_bytes())
     store = UpdateStore(store_root)
     while (task := tasks.get()) is not None:
         kind = task[0]

@@ -11,7 +11,7 @@ from leakbed.config import ConfigError, ExperimentConfig, dump_config, load_conf
 from leakbed.paths import default_run_dir
 
 QUIET_ENV = {
-    "FLWR_LOG_LEVEL": "WARNING",
+    "FLWR_LOG_LEVEL": "ERROR",
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "RAY_DEDUP_LOGS": "0",

@@ -127,6 +127,7 @@ def write_report(run_dir: Path) -> Path:
             f"- attack pool: tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
             f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
             f"- failed replies {failed}, rejected {rejected}",
+            *[f"- attacker {n} has no result: {why}" for n, why in run.get("attackers_failed", {}).items()],
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]

@@ -111,16 +111,16 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         attack_seconds = time.perf_counter() - t1
     finally:
         pool.close()
-    metrics = {
-        name: referee.score(store, name)
-        for name in cfg.attack.attackers
-        if pool.stats.fit_seconds.get(name, float("nan")) == pool.stats.fit_seconds.get(name, float("nan"))
-    }
+    fit = pool.stats.fit_seconds
+    scored = [n for n in cfg.attack.attackers if n in fit and fit[n] == fit[n]]  # NaN: the fit failed
+    metrics = {name: referee.score(store, name) for name in scored}
+    failed = {name: "fit failed or timed out (see pool errors)" for name in cfg.attack.attackers if name not in scored}
     summary = {
         "prior": rule,
         "users": len(fed.user_ids),
         "rounds": cfg.fl.rounds,
         "attackers": metrics,
+        "attackers_failed": failed,
         "utility": {str(r): u for r, u in sorted(utility.items())},
         "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
         "pool": pool.stats.to_dict(),
