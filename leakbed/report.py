@@ -70,18 +70,16 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
         style = "-" if rule == "random" else "--"
         for name, m in run["attackers"].items():
             rounds = sorted(int(r) for r in m["per_round"])
-            axes[0].plot(
-                rounds,
-                [m["per_round"][str(r)]["x_chance"] for r in rounds],
-                style,
-                marker=".",
-                label=f"{ATTACKER_LABELS.get(name, name)} ({rule})",
-            )
+            top1 = [100 * m["per_round"][str(r)]["top1"] for r in rounds]
+            axes[0].plot(rounds, top1, style, marker=".", label=f"{ATTACKER_LABELS.get(name, name)} ({rule})")
         util = run["utility"]
         rounds = sorted(int(r) for r in util)
         axes[1].plot(rounds, [util[str(r)]["utility"] for r in rounds], style, label=rule)
-    axes[0].axhline(1.0, color="grey", lw=0.8)
-    axes[0].set(xlabel="FL round of the anonymous update", ylabel="AP / chance AP", title="Re-identification by round")
+    users = next(iter(runs.values()))["users"]
+    axes[0].axhline(100 / users, color="grey", lw=0.8, ls=":", label="chance (1/U)")
+    # per-round AP is not plotted: a round holds one update per sampled user, so its chance AP is
+    # H_n / n and AP / chance cannot exceed a few; top-1 has a fixed chance of 1/U.
+    axes[0].set(xlabel="FL round of the anonymous update", ylabel="top-1 re-identification (%)", title="Re-identification by round")
     axes[1].set(xlabel="FL round", ylabel="utility", title="Global model utility")
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
