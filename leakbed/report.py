@@ -79,7 +79,9 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
     axes[0].axhline(100 / users, color="grey", lw=0.8, ls=":", label="chance (1/U)")
     # per-round AP is not plotted: a round holds one update per sampled user, so its chance AP is
     # H_n / n and AP / chance cannot exceed a few; top-1 has a fixed chance of 1/U.
-    axes[0].set(xlabel="FL round of the anonymous update", ylabel="top-1 re-identification (%)", title="Re-identification by round")
+    axes[0].set(
+        xlabel="FL round of the anonymous update", ylabel="top-1 re-identification (%)", title="Re-identification by round"
+    )
     axes[1].set(xlabel="FL round", ylabel="utility", title="Global model utility")
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
