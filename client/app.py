@@ -16,7 +16,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from leakbed.config import ExperimentConfig
-from leakbed.data import federation
+from leakbed.data import Federation, federation
 from leakbed.models import build_model
 from leakbed.training import TrainConfig, evaluate, local_update, pick_device
 
@@ -25,7 +25,7 @@ TRUTH_KEY = "leakbed-truth"
 app = ClientApp()
 
 
-def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, str, int, torch.nn.Module]:
+def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, Federation, int, torch.nn.Module]:
     conf = msg.content.config_records["config"]
     cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
     rule = str(conf["prior-rule"])
@@ -35,15 +35,14 @@ def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, str, int, 
         raise ValueError(f"partition-id {pid} outside the federation's {len(fed.user_ids)} users")
     model = build_model(cfg.model, fed.corpus)
     model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
-    return cfg, rule, pid, model
+    return cfg, fed, pid, model
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(1)
-    cfg, rule, pid, model = _setup(msg, context)
+    cfg, fed, pid, model = _setup(msg, context)
     conf = msg.content.config_records["config"]
-    fed = federation(cfg, rule)
     data = fed.private(pid)
     tcfg = TrainConfig(
         int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"])
@@ -64,8 +63,7 @@ def train(msg: Message, context: Context) -> Message:
 @app.evaluate()
 def evaluate_local(msg: Message, context: Context) -> Message:
     torch.set_num_threads(1)
-    cfg, rule, pid, model = _setup(msg, context)
-    fed = federation(cfg, rule)
+    cfg, fed, pid, model = _setup(msg, context)
     data = fed.splits[fed.user_ids[pid]].test
     metrics = evaluate(model, data, fed.corpus.task, device=pick_device(cfg.device)) if len(data) else {"utility": 0.0}
     return Message(content=RecordDict({"metrics": MetricRecord({"num-examples": len(data), **metrics})}), reply_to=msg)

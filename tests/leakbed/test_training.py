@@ -8,8 +8,6 @@ from leakbed.training import TrainConfig, evaluate, local_update, pick_device, s
 from leakbed.updates import delta_vector
 from tests.conftest import tiny_config
 
-TC = TrainConfig(epochs=3, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.0)
-
 
 def _setup():
     fed = federation(tiny_config(), "random")
@@ -21,27 +19,15 @@ def test_local_update_learns_and_is_deterministic():
     fed, model = _setup()
     start = state_arrays(model)
     data = fed.private(0)
-    before = evaluate(model, data, "multiclass", device=torch.device("cpu"))["loss"]
-    local_update(
-        model,
-        data,
-        "multiclass",
-        TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
-        seed=1,
-        device=torch.device("cpu"),
-    )
-    after = evaluate(model, data, "multiclass", device=torch.device("cpu"))["loss"]
+    cpu = torch.device("cpu")
+    cfg = TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9)
+    before = evaluate(model, data, "multiclass", device=cpu)["loss"]
+    local_update(model, data, "multiclass", cfg, seed=1, device=cpu)
+    after = evaluate(model, data, "multiclass", device=cpu)["loss"]
     assert after < 0.9 * before, (before, after)
     first = state_arrays(model)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in start.items()})
-    local_update(
-        model,
-        data,
-        "multiclass",
-        TrainConfig(epochs=10, batch_size=8, lr=0.1, optimizer="sgd", momentum=0.9),
-        seed=1,
-        device=torch.device("cpu"),
-    )
+    local_update(model, data, "multiclass", cfg, seed=1, device=cpu)
     assert all(np.array_equal(first[k], v) for k, v in state_arrays(model).items())
 
 
