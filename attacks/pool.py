@@ -54,6 +54,7 @@ class AttackPool:
         knowledge_path.parent.mkdir(parents=True, exist_ok=True)
         knowledge_path.write_bytes(pickle.dumps(knowledge))
         self._latest_round = 0
+        self._reported_dead = False
         self._tasks = ctx.Queue(maxsize=queue_size)
         self._acks = ctx.Queue()
         self._timeout = submit_timeout
@@ -153,7 +154,12 @@ class AttackPool:
             )
 
     def _alive(self) -> bool:
-        return any(p.is_alive() for p in self._procs)
+        alive = any(p.is_alive() for p in self._procs)
+        if not alive and not self._reported_dead:
+            self._reported_dead = True
+            codes = [p.exitcode for p in self._procs]
+            self.stats.errors.append(f"every attack worker exited (exit codes {codes}); work still queued was not analysed")
+        return alive
 
     def fit(self, attackers: list[str], timeout: float = 3600.0) -> None:
         """Fit and score every attacker in parallel workers, after the stream is drained."""

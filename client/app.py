@@ -3,8 +3,9 @@
 The same ClientApp serves the Ray simulation and the Deployment Engine. A device learns which
 user it is from its SuperNode's ``node_config["partition-id"]``; the experiment config arrives
 with each round's training config, so simulation and deployment build the same federation.
-The reply carries the trained weights and ``num-examples``; the user id travels in a separate
-ConfigRecord that the server's shuffler removes before anything else looks at the reply.
+Data-level defenses the user adopts change its training data; update-level ones (a Mod) change
+the weights it sends. The reply carries the weights and ``num-examples``; the user id travels in a
+separate ConfigRecord that the server's shuffler removes before anything else looks at the reply.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from defenses.augment import apply_data_defenses
+from defenses.update_mods import update_defense_mod
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, federation
 from leakbed.models import build_model
@@ -22,7 +25,7 @@ from leakbed.training import TrainConfig, evaluate, local_update, pick_device
 
 TRUTH_KEY = "leakbed-truth"
 
-app = ClientApp()
+app = ClientApp(mods=[update_defense_mod])
 
 
 def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, Federation, int, torch.nn.Module]:
@@ -43,7 +46,7 @@ def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(1)
     cfg, fed, pid, model = _setup(msg, context)
     conf = msg.content.config_records["config"]
-    data = fed.private(pid)
+    data = apply_data_defenses(cfg, fed, fed.user_ids[pid], fed.private(pid))
     tcfg = TrainConfig(
         int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"])
     )

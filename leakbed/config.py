@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
+DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective"]
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -127,6 +128,32 @@ class SimulationConfig(Section):
     client_gpus: float = Field(0.0, ge=0.0, le=8.0, description="GPUs per actor, fractions allowed [GPUs]")
 
 
+class DefenseConfig(Section):
+    """One device-side defense and who adopts it (seed 001 §7: users adopt defenses selectively)."""
+
+    name: DefenseName = Field("bkg-repl", description="defense [name]")
+    strength: float = Field(
+        0.5,
+        ge=0.0,
+        le=10_000.0,
+        description="bkg-repl: share of data replaced α; rand-aug/mm-aug: α·|D_u| examples added; "
+        "noise: variance σ² added to Δw; selective: share of Δw entries sent [1]",
+    )
+    fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
+    users: list[str] = Field([], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]")
+    clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
+
+
+class BackgroundConfig(Section):
+    """Background data for the augmentation defenses, preprocessed exactly like the users' data."""
+
+    source: Literal["auto", "synthetic", "outside", "table"] = Field(
+        "auto", description="auto = synthetic for synthetic data, else outside (the corpus' users not in the federation) [name]"
+    )
+    path: str = Field("", max_length=4096, description="table file for source = table [path]")
+    users: int = Field(30, ge=1, le=1_000_000, description="synthetic background users / most outside users used [count]")
+
+
 class ExperimentConfig(Section):
     """A whole experiment: data, split, model, FL, attacks and simulation resources."""
 
@@ -139,6 +166,8 @@ class ExperimentConfig(Section):
     fl: FLConfig = FLConfig()
     attack: AttackConfig = AttackConfig()
     simulation: SimulationConfig = SimulationConfig()
+    defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
+    background: BackgroundConfig = BackgroundConfig()
 
     @model_validator(mode="after")
     def _needs_path(self) -> ExperimentConfig:
@@ -160,19 +189,40 @@ def _parse_value(text: str) -> Any:
 
 
 def apply_override(tree: dict[str, Any], assignment: str) -> None:
-    """Set ``a.b.c=value`` inside a nested dict, creating sections as needed."""
+    """Set ``a.b.c=value`` inside a nested dict (``defenses.0.strength`` indexes a list), creating sections as needed."""
     key, sep, raw = assignment.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"override {assignment!r}: expected key=value")
     parts = key.split(".")
-    node = tree
+    node: Any = tree
     for part in parts[:-1]:
+        if isinstance(node, list):
+            node = _list_item(node, part, key)
+            continue
         child = node.setdefault(part, {})
-        if not isinstance(child, dict):
+        if not isinstance(child, dict | list):
             raise ConfigError(f"override {key}: {part} is not a section")
         node = child
-    node[parts[-1]] = _parse_value(raw.strip())
+    value = _parse_value(raw.strip())
+    if isinstance(node, list):
+        index = _index(node, parts[-1], key)
+        node[index] = value
+    else:
+        node[parts[-1]] = value
+
+
+def _index(items: list, part: str, key: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ConfigError(f"override {key}: {part} is not an index of a {len(items)}-item list")
+    return int(part)
+
+
+def _list_item(items: list, part: str, key: str) -> dict:
+    item = items[_index(items, part, key)]
+    if not isinstance(item, dict):
+        raise ConfigError(f"override {key}: item {part} is not a section")
+    return item
 
 
 def _one_line(err: ValidationError) -> str:
@@ -237,8 +287,12 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     return build_config(tree, overrides)
 
 
-def _deep_copy(tree: dict[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in tree.items()}
+def _deep_copy(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _deep_copy(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_deep_copy(v) for v in tree]
+    return tree
 
 
 def dump_config(cfg: ExperimentConfig) -> str:

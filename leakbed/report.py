@@ -90,6 +90,22 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _defense_lines(run: dict) -> list[str]:
+    """Protection for defending and non-defending users apart (each ranked among its own updates)."""
+    if not run.get("defenses"):
+        return []
+    names = ", ".join(f"{d['name']} {d['strength']:g} ({d['fraction']:.0%} of users)" for d in run["defenses"])
+    lines = [f"- defenses: {names}; {run['defending_users']} of {run['users']} users defend"]
+    for attacker, m in run["attackers"].items():
+        parts = [
+            f"{g}: AP {100 * gm['ap']:.1f} ({gm['x_chance']:.1f}×), top-1 {100 * gm['top1']:.1f}"
+            for g, gm in m.get("groups", {}).items()
+            if gm["n_updates"]
+        ]
+        lines.append(f"  - {ATTACKER_LABELS.get(attacker, attacker)}: " + "; ".join(parts))
+    return lines
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``metrics.json``, ``report.md`` and ``reid_by_round.png`` into ``run_dir``."""
     runs = load_runs(run_dir)
@@ -127,6 +143,7 @@ def write_report(run_dir: Path) -> Path:
             f"- attack pool: tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
             f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
             f"- failed replies {failed}, rejected {rejected}",
+            *_defense_lines(run),
             *[f"- attacker {n} has no result: {why}" for n, why in run.get("attackers_failed", {}).items()],
             "",
         ]

@@ -18,6 +18,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 
 from attacks import AttackerKnowledge, AttackPool
+from leakbed.adoption import defending_users
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, federation
 from leakbed.models import attack_keys, build_model
@@ -113,7 +114,9 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         pool.close()
     fit = pool.stats.fit_seconds
     scored = [n for n in cfg.attack.attackers if n in fit and fit[n] == fit[n]]  # NaN: the fit failed
-    metrics = {name: referee.score(store, name) for name in scored}
+    defending = defending_users(cfg, fed.user_ids)
+    groups = {"defending": defending, "not defending": set(fed.user_ids) - defending} if cfg.defenses else None
+    metrics = {name: referee.score(store, name, groups) for name in scored}
     failed = {name: "fit failed or timed out (see pool errors)" for name in cfg.attack.attackers if name not in scored}
     summary = {
         "prior": rule,
@@ -127,6 +130,8 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         "fl_seconds": fl_seconds,
         "attack_fit_seconds": attack_seconds,
         "attack_layers": keys,
+        "defenses": [d.model_dump() for d in cfg.defenses],
+        "defending_users": len(defending),
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     return summary

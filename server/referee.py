@@ -30,13 +30,18 @@ class Referee:
     def truth_for(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray([self._truth[str(i)] for i in ids])
 
-    def score(self, store: UpdateStore, attacker: str) -> dict:
-        """Overall and per-round metrics for one attacker's predictions."""
+    def score(self, store: UpdateStore, attacker: str, groups: dict[str, set[str]] | None = None) -> dict:
+        """Overall and per-round metrics for one attacker's predictions, and per group of users
+        (e.g. defending / not defending), each group ranked among its own updates only."""
         pred = store.read_predictions(attacker)
         truth = self.truth_for(pred["ids"])
         overall = reid_metrics(truth, pred["classes"], pred["scores"])
+        by_group = {}
+        for name, users in (groups or {}).items():
+            sel = np.isin(truth, list(users))
+            by_group[name] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
         per_round = {}
         for rnd in np.unique(pred["rounds"]):
             sel = pred["rounds"] == rnd
             per_round[int(rnd)] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
-        return {**overall, "per_round": per_round}
+        return {**overall, "per_round": per_round, "groups": by_group}

@@ -82,12 +82,19 @@ def _user(rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray) ->
     return UserData(x=x, y=y, t=t.astype(np.float64), attrs={"album": album, "property": prop})
 
 
-def generate(cfg: SyntheticConfig, seed: int) -> Corpus:
-    """A reproducible population: the same config and seed give the same bytes."""
+def generate(cfg: SyntheticConfig, seed: int, first_user: int = 0) -> Corpus:
+    """A reproducible population: the same config and seed give the same bytes.
+
+    ``first_user`` offsets user indices, giving a disjoint population that shares the class
+    templates (the background data of the augmentation defenses).
+    """
     rng = np.random.default_rng([seed, 0x5EED])
     protos = _prototypes(rng, cfg.classes, cfg.channels, cfg.image_size)
-    width = len(str(cfg.users - 1))
-    users = {f"user{u:0{width}d}": _user(np.random.default_rng([seed, u]), cfg, protos) for u in range(cfg.users)}
+    width = len(str(first_user + cfg.users - 1))
+    users = {
+        f"user{u:0{width}d}": _user(np.random.default_rng([seed, u]), cfg, protos)
+        for u in range(first_user, first_user + cfg.users)
+    }
     return Corpus(
         name="synthetic",
         task="multiclass",

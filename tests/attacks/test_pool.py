@@ -85,3 +85,18 @@ def test_a_full_queue_counts_drops(tmp_path):
         pool.close()
     s = pool.stats
     assert s.tapped == 10 and s.analysed + s.dropped + s.failed == s.tapped and s.dropped > 0
+
+
+def test_dead_workers_are_reported(tmp_path):
+    knowledge, arrays, keys = _knowledge()
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=5)
+    try:
+        for p in pool._procs:
+            p.kill()
+            p.join()
+        pool.submit_updates(_anon(1, 2, 7, np.random.default_rng(1)))
+        assert pool.drain(10) is False or pool.stats.analysed == 0
+        pool.fit(["knn"], timeout=10)
+    finally:
+        pool.close()
+    assert pool.stats.analysed == 0 and any("exited" in e for e in pool.stats.errors)

@@ -5,7 +5,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from leakbed.config import ConfigError, ExperimentConfig, build_config, dump_config, load_config, split_overrides
+from leakbed.config import ConfigError, DefenseConfig, ExperimentConfig, build_config, dump_config, load_config, split_overrides
 
 
 def _fields(model: type[BaseModel], prefix: str = ""):
@@ -17,7 +17,7 @@ def _fields(model: type[BaseModel], prefix: str = ""):
             yield f"{prefix}{name}", info
 
 
-@pytest.mark.parametrize("name,info", list(_fields(ExperimentConfig)))
+@pytest.mark.parametrize("name,info", list(_fields(ExperimentConfig)) + list(_fields(DefenseConfig, "defenses[].")))
 def test_every_field_has_default_bound_and_unit(name, info):
     assert not info.is_required(), f"{name} has no default"
     assert info.description and "[" in info.description and info.description.endswith("]"), f"{name}: unit missing"

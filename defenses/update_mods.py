@@ -1,0 +1,82 @@
+"""Update-level defenses as a Flower Mod, applied to the device's reply after local training.
+
+``noise`` (seed 001 §7, "random perturbation"): zero-mean Gaussian noise of variance σ² on every
+floating-point entry of Δw. ``selective`` (seed 002 §7.3, selective gradient sharing; seed 004 §4.2,
+partial sharing): only the fraction θ of each tensor's Δw entries largest in magnitude is sent,
+the rest of the tensor stays at the global value. Threat model: the device applies them; the
+curious server sees only the defended weights.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, Context, Message
+from flwr.clientapp.typing import ClientAppCallable
+
+from leakbed.adoption import defenses_of
+from leakbed.config import DefenseConfig, ExperimentConfig
+from leakbed.data import federation
+
+UPDATE_LEVEL = ("noise", "selective")
+
+
+def add_noise(delta: np.ndarray, variance: float, rng: np.random.Generator) -> np.ndarray:
+    return delta + rng.normal(0.0, np.sqrt(variance), size=delta.shape).astype(delta.dtype)
+
+
+def keep_largest(delta: np.ndarray, share: float) -> np.ndarray:
+    """Zero all but the round(θ·size) entries of largest magnitude (at least one when θ > 0)."""
+    k = int(round(min(share, 1.0) * delta.size))
+    if k >= delta.size:
+        return delta
+    out = np.zeros_like(delta)
+    if k == 0:
+        return out
+    flat = np.abs(delta).ravel()
+    top = np.argpartition(flat, -k)[-k:]
+    out.ravel()[top] = delta.ravel()[top]
+    return out
+
+
+def defend_update(
+    global_arrays: dict[str, np.ndarray],
+    local_arrays: dict[str, np.ndarray],
+    defenses: list[tuple[int, DefenseConfig]],
+    seed: int,
+) -> dict[str, np.ndarray]:
+    """Apply the update-level defenses to Δw = w_local − w_global; returns the weights to send."""
+    out = dict(local_arrays)
+    for index, defense in defenses:
+        rng = np.random.default_rng([seed, index])
+        for key, glob in global_arrays.items():
+            if not np.issubdtype(glob.dtype, np.floating):
+                continue
+            delta = out[key] - glob
+            delta = add_noise(delta, defense.strength, rng) if defense.name == "noise" else keep_largest(delta, defense.strength)
+            out[key] = (glob + delta).astype(glob.dtype)
+    return out
+
+
+def update_defense_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """Defend the trained weights of the users who adopt an update-level defense; others pass through."""
+    reply = call_next(msg, context)
+    if msg.metadata.message_type != "train" or reply.has_error():
+        return reply
+    conf = msg.content.config_records["config"]
+    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
+    fed = federation(cfg, str(conf["prior-rule"]))
+    user = fed.user_ids[int(context.node_config["partition-id"])]
+    chosen = [(i, d) for i, d in defenses_of(cfg, fed.user_ids, user) if d.name in UPDATE_LEVEL]
+    if not chosen:
+        return reply
+    glob = {k: v.numpy() for k, v in msg.content.array_records["arrays"].items()}
+    local = {k: v.numpy() for k, v in reply.content.array_records["arrays"].items()}
+    seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{user}/update-defense".encode())
+    sent = defend_update(glob, local, chosen, seed)
+    reply.content["arrays"] = ArrayRecord(
+        torch_state_dict={k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sent.items()}
+    )
+    return reply
