@@ -23,22 +23,22 @@ from leakbed.data import federation
 UPDATE_LEVEL = ("noise", "selective")
 
 
-def add_noise(delta: np.ndarray, variance: float, rng: np.random.Generator) -> np.ndarray:
-    return delta + rng.normal(0.0, np.sqrt(variance), size=delta.shape).astype(delta.dtype)
+def add_noise(weights: np.ndarray, variance: float, rng: np.random.Generator) -> np.ndarray:
+    """Noise on Δw is noise on the sent weights; variance 0 returns them untouched."""
+    if variance == 0:
+        return weights
+    return weights + rng.normal(0.0, np.sqrt(variance), size=weights.shape).astype(weights.dtype)
 
 
-def keep_largest(delta: np.ndarray, share: float) -> np.ndarray:
-    """Zero all but the round(θ·size) entries of largest magnitude (at least one when θ > 0)."""
+def largest_mask(delta: np.ndarray, share: float) -> np.ndarray:
+    """True at the round(θ·size) entries of largest |Δw|."""
     k = int(round(min(share, 1.0) * delta.size))
+    mask = np.zeros(delta.shape, bool)
     if k >= delta.size:
-        return delta
-    out = np.zeros_like(delta)
-    if k == 0:
-        return out
-    flat = np.abs(delta).ravel()
-    top = np.argpartition(flat, -k)[-k:]
-    out.ravel()[top] = delta.ravel()[top]
-    return out
+        mask[...] = True
+    elif k > 0:
+        mask.ravel()[np.argpartition(np.abs(delta).ravel(), -k)[-k:]] = True
+    return mask
 
 
 def defend_update(
@@ -47,16 +47,17 @@ def defend_update(
     defenses: list[tuple[int, DefenseConfig]],
     seed: int,
 ) -> dict[str, np.ndarray]:
-    """Apply the update-level defenses to Δw = w_local − w_global; returns the weights to send."""
+    """The weights to send after the update-level defenses (entries are never recomputed as g + (l − g))."""
     out = dict(local_arrays)
     for index, defense in defenses:
         rng = np.random.default_rng([seed, index])
         for key, glob in global_arrays.items():
             if not np.issubdtype(glob.dtype, np.floating):
                 continue
-            delta = out[key] - glob
-            delta = add_noise(delta, defense.strength, rng) if defense.name == "noise" else keep_largest(delta, defense.strength)
-            out[key] = (glob + delta).astype(glob.dtype)
+            if defense.name == "noise":
+                out[key] = add_noise(out[key], defense.strength, rng)
+            else:
+                out[key] = np.where(largest_mask(out[key] - glob, defense.strength), out[key], glob)
     return out
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import torch
 
 from client.app import app, train
-from defenses.update_mods import defend_update, keep_largest
+from defenses.update_mods import defend_update, largest_mask
 from leakbed.config import DefenseConfig
 from leakbed.data import federation
 from leakbed.models import build_model
@@ -13,10 +13,19 @@ G = {"w": np.zeros((4, 5), np.float32), "steps": np.array(3)}
 L = {"w": np.arange(20, dtype=np.float32).reshape(4, 5) - 10, "steps": np.array(3)}
 
 
-def test_keep_largest_share():
+def test_largest_share_mask():
     d = np.array([0.1, -5.0, 0.2, 3.0, -0.3], np.float32)
-    assert np.array_equal(keep_largest(d, 0.4), np.array([0, -5.0, 0, 3.0, 0], np.float32))
-    assert np.array_equal(keep_largest(d, 1.0), d) and not keep_largest(d, 0.0).any()
+    assert largest_mask(d, 0.4).tolist() == [False, True, False, True, False]
+    assert largest_mask(d, 1.0).all() and not largest_mask(d, 0.0).any()
+
+
+def test_strength_zero_sends_the_exact_weights():
+    local = {"w": np.random.default_rng(0).normal(size=(3, 3)).astype(np.float32), "steps": np.array(3)}
+    glob = {"w": np.full((3, 3), 0.1, np.float32), "steps": np.array(3)}
+    out = defend_update(
+        glob, local, [(0, DefenseConfig(name="noise", strength=0.0)), (1, DefenseConfig(name="selective", strength=1.0))], 0
+    )
+    assert np.array_equal(out["w"], local["w"])
 
 
 def test_noise_has_the_configured_variance_and_skips_integers():

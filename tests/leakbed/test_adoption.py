@@ -1,6 +1,6 @@
 import pytest
 
-from leakbed.adoption import adopters, defenses_of, defending_users
+from leakbed.adoption import adopters, defending_users, defenses_of
 from leakbed.config import DefenseConfig
 from tests.conftest import tiny_config
 
