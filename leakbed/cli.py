@@ -57,6 +57,31 @@ def _print_table(run_dir: Path) -> None:
     Console().print(table)
 
 
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+
+def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "") -> Path:
+    """Every prior of ``cfg`` in the Ray simulation, then the report; returns its path."""
+    from leakbed.report import write_report
+    from leakbed.simulate import simulate
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(dump_config(cfg))
+    for rule in cfg.split.priors:
+        title = f"{label}{rule} prior: FL rounds"
+        task = bar.add_task(title, total=cfg.fl.rounds)
+
+        def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title) -> None:
+            if rnd:
+                bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
+
+        simulate(cfg, rule, run_dir / rule, progress)
+    return write_report(run_dir)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from leakbed.data import DataError
 
@@ -66,26 +91,45 @@ def cmd_run(args: argparse.Namespace) -> int:
         preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from leakbed.report import write_report
-    from leakbed.simulate import simulate
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.toml").write_text(dump_config(cfg))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns) as bar:
-        for rule in cfg.split.priors:
-            task = bar.add_task(f"{rule} prior: FL rounds", total=cfg.fl.rounds)
-
-            def progress(rnd: int, util: dict[str, float], task: int = task, rule: str = rule) -> None:
-                if rnd:
-                    bar.update(task, completed=rnd, description=f"{rule} prior: FL rounds (utility {util['utility']:.3f})")
-
-            simulate(cfg, rule, run_dir / rule, progress)
-    report = write_report(run_dir)
+    with _progress() as bar:
+        report = run_experiment(cfg, run_dir, bar)
     _print_table(run_dir)
     print(f"report: {report}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import json
+    import tomllib
+
+    from leakbed.data import DataError
+    from leakbed.sweep import grid_points, parse_grid, run_sweep, write_sweep_report
+
+    try:
+        base = tomllib.loads(Path(args.config).read_text()) if args.config else {}
+        points = grid_points(base, args.set, parse_grid(args.grid))
+        first = next(iter(points.values()))
+        out = Path(args.out) if args.out else default_run_dir(first.name + "-sweep")
+        spec = {"config": args.config, "set": args.set, "grid": args.grid}
+        saved = out / "sweep.json"
+        if saved.exists() and json.loads(saved.read_text()) != spec:
+            raise ConfigError(f"--out {out}: holds a different sweep ({saved}); refusing to mix them")
+        if not saved.exists() and out.exists() and any(out.iterdir()):
+            raise ConfigError(f"--out {out}: folder exists, is not empty and is not a sweep")
+        for cfg in points.values():
+            preflight(cfg)
+    except FileNotFoundError:
+        return _fail(f"{args.config}: no such config file")
+    except tomllib.TOMLDecodeError as err:
+        return _fail(f"{args.config}: not valid TOML: {err}")
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    out.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(spec, indent=2))
+    with _progress() as bar:
+        ran = run_sweep(points, out, lambda cfg, folder: run_experiment(cfg, folder, bar, f"{folder.name}: "))
+    report = write_sweep_report(points, out)
+    print(f"ran {len(ran)} of {len(points)} points ({len(points) - len(ran)} reused); report: {report}")
     return 0
 
 
@@ -129,6 +173,14 @@ def parser() -> argparse.ArgumentParser:
         if name == "run":
             s.add_argument("--out", help="run folder (must be new or empty)")
         s.set_defaults(fn=fn)
+    w = sub.add_parser("sweep", help="run a grid of variants (e.g. defense strengths); resumable; privacy-utility report")
+    w.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+    w.add_argument(
+        "--grid", action="append", required=True, metavar="KEY=V1,V2,...", help="an axis, e.g. defenses.0.strength=0,0.5,1"
+    )
+    w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field for every point")
+    w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
+    w.set_defaults(fn=cmd_sweep)
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)
