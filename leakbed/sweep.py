@@ -101,8 +101,11 @@ def _plot(rows: list[dict], attackers: list[str], path: Path) -> None:
                 label=ATTACKER_LABELS.get(attacker, attacker),
             )
         for r in sub:
-            ax.annotate(r["point"], (r["utility_norm"], max(r[f"{a}_x_chance"] for a in attackers)), fontsize=6)
+            label = re.sub(r"defenses\.\d+\.", "", r["point"])
+            ax.annotate(label, (r["utility_norm"], max(r[f"{a}_x_chance"] for a in attackers)), fontsize=6)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlim(0.0, max(1.05, 1.05 * max(r["utility_norm"] for r in sub)))
+        ax.set_ylim(0.0, None)
         ax.set(
             xlabel="utility (normalised to no defense)",
             ylabel="re-identification AP / chance AP",
