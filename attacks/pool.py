@@ -165,7 +165,10 @@ class AttackPool:
         """Fit and score every attacker in parallel workers, after the stream is drained."""
         self.drain(timeout)
         for name in attackers:
-            self._tasks.put(("fit", name))
+            if not self._put(("fit", name)):
+                with self._lock:
+                    self.stats.fit_seconds[name] = float("nan")
+                    self.stats.errors.append(f"fit of {name} not queued: queue full for {self._timeout}s")
         with self._lock:
             self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in attackers) or not self._alive(), timeout=timeout)
 
