@@ -364,3 +364,23 @@ def check_run_dir(run: Path, prior: str = "random") -> dict:
                     if arr.dtype.kind in "US":
                         assert not any(u in str(v) for v in arr.ravel() for u in USERS), f"{f}:{key} names a user"
     return metrics
+
+
+RUN_TIMEOUT = 240.0
+
+
+def flwr_run(procs: Procs, connection: str, run: Path, env: dict[str, str], extra: Iterable[str] = ()) -> str:
+    """``flwr run <repo> <connection> --stream ...`` with the tests' run config; asserts it started and returned 0."""
+    cmd = [str(VENV_BIN / "flwr"), "run", str(REPO_ROOT), connection, "--stream", *extra, "--run-config", run_config(run)]
+    code, output = run_logged(procs, "flwr-run", cmd, env, RUN_TIMEOUT)
+    assert code == 0, f"flwr run exited with {code}\n{output}\n{procs.tails()}"
+    assert "Successfully started run" in output, output
+    return output
+
+
+def assert_run_completed(procs: Procs, connection: str, env: dict[str, str]) -> None:
+    """The SuperLink's own record: exactly one run, finished and completed (not failed or stopped)."""
+    code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", connection, "--format", "json"], env, 60)
+    assert code == 0, listing
+    runs = json.loads(listing[listing.index("{") :])["runs"]
+    assert [r["status"] for r in runs] == ["finished:completed"], runs

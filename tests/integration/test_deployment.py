@@ -6,7 +6,6 @@ file in the test's tmp folder; every process (and whatever it spawned) is stoppe
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -14,22 +13,20 @@ from pathlib import Path
 import pytest
 
 from tests.integration.procs import (
-    REPO_ROOT,
     VENV_BIN,
     Procs,
+    assert_run_completed,
     check_run_dir,
     find_pids,
     flower_env,
+    flwr_run,
     free_ports,
     http_ok,
-    run_config,
-    run_logged,
     wait_until,
     write_connection,
 )
 
 CONNECTION = "local-deployment"
-RUN_TIMEOUT = 240.0
 
 
 @pytest.fixture
@@ -87,30 +84,9 @@ def test_two_supernodes_over_flwr_run(tmp_path: Path, procs: Procs) -> None:
 
     t0 = time.monotonic()
     try:
-        code, output = run_logged(
-            procs,
-            "flwr-run",
-            [
-                str(VENV_BIN / "flwr"),
-                "run",
-                str(REPO_ROOT),
-                CONNECTION,
-                "--stream",
-                "--run-config",
-                run_config(run),
-            ],
-            env,
-            RUN_TIMEOUT,
-        )
+        flwr_run(procs, CONNECTION, run, env)
         elapsed = time.monotonic() - t0
-        assert code == 0, f"flwr run exited with {code}\n{procs.tails()}"
-        assert "Successfully started run" in output, output
-
-        # The SuperLink's own record of the run: finished and completed (not failed/stopped).
-        code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", CONNECTION, "--format", "json"], env, 60)
-        assert code == 0, listing
-        runs = json.loads(listing[listing.index("{") :])["runs"]
-        assert [r["status"] for r in runs] == ["finished:completed"], runs
+        assert_run_completed(procs, CONNECTION, env)
 
         check_run_dir(run, "random")
         print(f"\n[deployment] flwr run took {elapsed:.1f}s")

@@ -17,8 +17,15 @@ def femnist_run(tmp_path_factory):
         pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
         REPO / "configs" / "femnist.toml",
-        [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "data.min_examples=100", "fl.rounds=8",
-         "fl.fraction_train=0.34", 'model.attack_layers=["features.0"]', "attack.workers=1"],
+        [
+            f"data.path='{SHARED_DATA / 'femnist'}'",
+            "data.max_users=24",
+            "data.min_examples=100",
+            "fl.rounds=8",
+            "fl.fraction_train=0.34",
+            'model.attack_layers=["features.0"]',
+            "attack.workers=1",
+        ],
     )
     out = tmp_path_factory.mktemp("femnist")
     return simulate(cfg, "random", out / "random"), out / "random"

@@ -8,7 +8,6 @@ the simulation process, Ray), never another SuperLink on the machine.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -16,20 +15,17 @@ from pathlib import Path
 import pytest
 
 from tests.integration.procs import (
-    REPO_ROOT,
-    VENV_BIN,
     Procs,
+    assert_run_completed,
     check_run_dir,
     find_pids,
     flower_env,
+    flwr_run,
     free_ports,
-    run_config,
-    run_logged,
     write_connection,
 )
 
 CONNECTION = "local-sim"
-RUN_TIMEOUT = 240.0
 FEDERATION_CONFIG = "num-supernodes=2 client-resources-num-cpus=1"
 
 
@@ -58,33 +54,11 @@ def test_flwr_run_local_simulation(tmp_path: Path, procs: Procs) -> None:
 
     t0 = time.monotonic()
     try:
-        code, output = run_logged(
-            procs,
-            "flwr-run",
-            [
-                str(VENV_BIN / "flwr"),
-                "run",
-                str(REPO_ROOT),
-                CONNECTION,
-                "--stream",
-                "--federation-config",
-                FEDERATION_CONFIG,
-                "--run-config",
-                run_config(run),
-            ],
-            env,
-            RUN_TIMEOUT,
-        )
+        flwr_run(procs, CONNECTION, run, env, ["--federation-config", FEDERATION_CONFIG])
         elapsed = time.monotonic() - t0
-        assert code == 0, f"flwr run exited with {code}\n{output}"
-        assert "Successfully started run" in output, output
         managed = find_pids(rf"flower-superlink.*--simulation.*{re.escape(str(home))}")
         assert managed, "flwr run did not leave the expected managed SuperLink behind"
-
-        code, listing = run_logged(procs, "flwr-ls", [str(VENV_BIN / "flwr"), "ls", CONNECTION, "--format", "json"], env, 60)
-        assert code == 0, listing
-        runs = json.loads(listing[listing.index("{") :])["runs"]
-        assert [r["status"] for r in runs] == ["finished:completed"], runs
+        assert_run_completed(procs, CONNECTION, env)
 
         check_run_dir(run, "random")
         print(f"\n[simulation] flwr run took {elapsed:.1f}s")

@@ -13,8 +13,13 @@ def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
     if not (SHARED_DATA / "shakespeare").is_dir():
         pytest.skip("../shared/data/shakespeare is not here")
     cfg = tiny_config(
-        "data.source='tff-hdf5'", f"data.path='{SHARED_DATA / 'shakespeare'}'", "data.max_users=4", "data.min_examples=30",
-        "fl.rounds=2", "fl.fraction_train=0.5", 'split.priors=["random"]',
+        "data.source='tff-hdf5'",
+        f"data.path='{SHARED_DATA / 'shakespeare'}'",
+        "data.max_users=4",
+        "data.min_examples=30",
+        "fl.rounds=2",
+        "fl.fraction_train=0.5",
+        'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path)
     assert run["users"] == 4 and run["attack_layers"] == ["fc.weight", "fc.bias"]
