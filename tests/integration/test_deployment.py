@@ -6,7 +6,6 @@ file in the test's tmp folder; every process (and whatever it spawned) is stoppe
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from tests.integration.procs import (
     Procs,
     assert_run_completed,
     check_run_dir,
-    find_pids,
     flower_env,
     flwr_run,
     free_ports,
@@ -27,19 +25,6 @@ from tests.integration.procs import (
 )
 
 CONNECTION = "local-deployment"
-
-
-@pytest.fixture
-def procs(tmp_path: Path):
-    procs = Procs(tmp_path / "logs")
-    superlinks_before = find_pids(r"flower-superlink")
-    try:
-        yield procs
-    finally:
-        # Any SuperLink that appeared meanwhile and belongs to this test's FLWR_HOME (flwr run
-        # could start a managed one) is stopped too; other SuperLinks on the machine are not.
-        procs.adopt(find_pids(rf"flower-superlink.*{re.escape(str(tmp_path))}") - superlinks_before)
-        procs.stop_all()
 
 
 @pytest.mark.slow

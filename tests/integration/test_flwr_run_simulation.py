@@ -29,20 +29,6 @@ CONNECTION = "local-sim"
 FEDERATION_CONFIG = "num-supernodes=2 client-resources-num-cpus=1"
 
 
-@pytest.fixture
-def procs(tmp_path: Path):
-    procs = Procs(tmp_path / "logs")
-    superlinks_before = find_pids(r"flower-superlink")
-    try:
-        yield procs
-    finally:
-        started = find_pids(rf"flower-superlink.*{re.escape(str(tmp_path))}") - superlinks_before
-        procs.adopt(started)
-        procs.stop_all()
-        left = find_pids(rf"flower-superlink.*{re.escape(str(tmp_path))}")
-        assert not left, f"managed SuperLink(s) {sorted(left)} still running"
-
-
 @pytest.mark.slow
 def test_flwr_run_local_simulation(tmp_path: Path, procs: Procs) -> None:
     home, run = tmp_path / "flwr-home", tmp_path / "run"
