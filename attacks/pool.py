@@ -134,12 +134,6 @@ class AttackPool:
                 self.stats.dropped += len(updates)
                 self.stats.errors.append(f"{len(updates)} updates dropped: queue full for {self._timeout}s")
 
-    def depth(self) -> int:
-        try:
-            return self._tasks.qsize()
-        except NotImplementedError:  # macOS
-            return -1
-
     def drain(self, timeout: float = 3600.0) -> bool:
         """Wait until every submitted round and update is acknowledged."""
         deadline = time.monotonic() + timeout

@@ -19,7 +19,6 @@ import sys
 import time
 
 from benchmarks.common import (
-    QUIET_ENV,
     RoundMarks,
     add_common_args,
     finish,
@@ -28,14 +27,12 @@ from benchmarks.common import (
     out_dir,
     pool_timeline,
     print_config,
+    quiet_env,
     table,
 )
 from benchmarks.measure import TreeMemory
 
-for _key, _value in QUIET_ENV.items():  # before anything imports flwr (all Flower imports below are lazy)
-    os.environ.setdefault(_key, _value)
-os.environ.setdefault("FLWR_LOG_LEVEL", "WARNING")
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
 
 ATTACK_KEYS = ("ap", "chance_ap", "x_chance", "prevalence", "top1", "top5", "n_updates", "n_users")

@@ -16,17 +16,13 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-QUIET_ENV = {
-    "FLWR_LOG_LEVEL": "WARNING",
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "RAY_DEDUP_LOGS": "0",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-    "TOKENIZERS_PARALLELISM": "false",
-}
+from leakbed.cli import QUIET_ENV as CLI_QUIET_ENV
+
+QUIET_ENV = {**CLI_QUIET_ENV, "FLWR_LOG_LEVEL": "WARNING"}  # leakbed run's, with Flower's warnings kept
 
 
 def quiet_env() -> None:
+    """Set the quiet environment (unless already set) before anything imports Flower."""
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
 

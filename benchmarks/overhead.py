@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import (
-    QUIET_ENV,
     RoundMarks,
     add_common_args,
     finish,
@@ -42,6 +41,7 @@ from benchmarks.common import (
     out_dir,
     pool_timeline,
     print_config,
+    quiet_env,
     table,
 )
 from benchmarks.measure import TreeMemory
@@ -51,10 +51,7 @@ if TYPE_CHECKING:
 
     from leakbed.config import ExperimentConfig
 
-for _key, _value in QUIET_ENV.items():  # before anything imports flwr (all Flower imports below are lazy)
-    os.environ.setdefault(_key, _value)
-os.environ.setdefault("FLWR_LOG_LEVEL", "WARNING")
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
 
 POOL_KEYS = ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rounds_analysed", "max_lag_rounds", "shadow_seconds")

@@ -100,13 +100,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     import json
-    import tomllib
 
+    from leakbed.config import read_tree
     from leakbed.data import DataError
     from leakbed.sweep import grid_points, parse_grid, run_sweep, write_sweep_report
 
     try:
-        base = tomllib.loads(Path(args.config).read_text()) if args.config else {}
+        base = read_tree(args.config)
         points = grid_points(base, args.set, parse_grid(args.grid))
         first = next(iter(points.values()))
         out = Path(args.out) if args.out else default_run_dir(first.name + "-sweep")
@@ -118,10 +118,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError(f"--out {out}: folder exists, is not empty and is not a sweep")
         for cfg in points.values():
             preflight(cfg)
-    except FileNotFoundError:
-        return _fail(f"{args.config}: no such config file")
-    except tomllib.TOMLDecodeError as err:
-        return _fail(f"{args.config}: not valid TOML: {err}")
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
     out.mkdir(parents=True, exist_ok=True)

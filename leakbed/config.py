@@ -271,20 +271,24 @@ def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = 
         raise ConfigError(_one_line(err)) from None
 
 
+def read_tree(path: str | Path | None) -> dict[str, Any]:
+    """The raw TOML tree of a config file ({} for None), or a one-line ConfigError."""
+    if path is None:
+        return {}
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{p}: not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{p}: cannot read: {err}") from None
+
+
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Load a TOML file (or the defaults when ``path`` is None) and apply overrides."""
-    tree: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            tree = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: no such config file") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{p}: not valid TOML: {err}") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{p}: cannot read: {err}") from None
-    return build_config(tree, overrides)
+    return build_config(read_tree(path), overrides)
 
 
 def _deep_copy(tree: Any) -> Any:

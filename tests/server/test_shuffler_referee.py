@@ -28,12 +28,15 @@ def reply(user: str, node: int, value: float, n: int = 10):
 
 def test_shuffler_strips_identity_and_seals_truth(tmp_path):
     referee = Referee(tmp_path / "referee")
-    msgs = [reply("alice", 1111, 1.0), reply("bob", 2222, -2.0), reply("carol", 3333, 0.5)]
+    nodes = [0x1F2E3D4C5B6A7988, 0x7A6B5C4D3E2F1021, 0x2B3C4D5E6F708192]  # 64-bit, as Flower's node ids
+    msgs = [reply("alice", nodes[0], 1.0), reply("bob", nodes[1], -2.0), reply("carol", nodes[2], 0.5)]
     anon = Shuffler(referee, ["fc.weight"], seed=0).process(4, GLOBAL, msgs)
     assert len(anon) == 3 and all(TRUTH_KEY not in m.content.config_records for m in msgs)
     blob = pickle.dumps(anon)
-    for secret in (b"alice", b"bob", b"carol", b"1111", b"2222", b"3333"):
+    for secret in (b"alice", b"bob", b"carol"):
         assert secret not in blob
+    for node in nodes:  # neither pickled as an int (8 bytes, little-endian) nor as text
+        assert node.to_bytes(8, "little") not in blob and str(node).encode() not in blob
     assert {a.round for a in anon} == {4}
     assert all(len(a.update_id) == 16 and int(a.update_id, 16) >= 0 for a in anon)
     assert all(np.isclose(np.linalg.norm(a.vector), 1.0) for a in anon)
