@@ -1,0 +1,132 @@
+"""The Prometheus metric catalogue: every metric the ServerApp and the attack workers export.
+
+Defined once, here, so exporters and the Grafana dashboard agree on names. Naming follows
+Prometheus conventions (``leakbed_`` prefix, base units, ``_total`` counters). Labels are bounded
+sets (prior rule, attacker name, defense label, world, failure reason, task kind, outcome) and
+never carry a user, node or update id: the metrics are public, the ground truth is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from threading import Thread
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import start_http_server as _start_http_server
+
+SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
+WORKER_REGISTRY = CollectorRegistry(auto_describe=True)
+
+ATTACK_LABELS = ("attack", "defense", "world", "prior")
+# Rounds take seconds (tiny CNN on CPU) to many minutes (MobileNet, hundreds of clients).
+ROUND_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, float("inf"))
+FAST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
+
+
+def _server_gauge(name: str, doc: str, labels: Iterable[str] = ("prior",)) -> Gauge:
+    return Gauge(name, doc, tuple(labels), registry=SERVER_REGISTRY)
+
+
+def _server_counter(name: str, doc: str, labels: Iterable[str] = ("prior",)) -> Counter:
+    return Counter(name, doc, tuple(labels), registry=SERVER_REGISTRY)
+
+
+# --- ServerApp -------------------------------------------------------------------------------
+ROUND = _server_gauge("leakbed_round", "Last finished server round [round].")
+ROUNDS_PLANNED = _server_gauge("leakbed_rounds_planned", "Server rounds planned for the run [rounds].")
+RUN_FINISHED = _server_gauge("leakbed_run_finished", "1 once the FL run and the final attack scoring are done [bool].")
+UPDATES_RECEIVED = _server_counter("leakbed_updates_received", "Client replies received by the strategy [updates].")
+UPDATES_FAILED = _server_counter(
+    "leakbed_updates_failed",
+    "Client replies not aggregated: reason=error (the node failed) or rejected (malformed) [updates].",
+    ("prior", "reason"),
+)
+UPDATES_TAPPED = _server_counter("leakbed_updates_tapped", "Anonymous updates handed to the attack pool [updates].")
+UPDATES_ANALYSED = _server_counter("leakbed_updates_analysed", "Tapped updates acknowledged by an attack worker [updates].")
+UPDATES_DROPPED = _server_counter(
+    "leakbed_updates_dropped", "Tapped updates dropped because the attack queue stayed full [updates]."
+)
+ROUND_DURATION = Histogram(
+    "leakbed_round_duration_seconds",
+    "Wall time of one server round [s].",
+    ("prior",),
+    buckets=ROUND_BUCKETS,
+    registry=SERVER_REGISTRY,
+)
+AGGREGATION_DURATION = Histogram(
+    "leakbed_aggregation_duration_seconds",
+    "Wall time of one round's aggregation including the tap [s].",
+    ("prior",),
+    buckets=FAST_BUCKETS,
+    registry=SERVER_REGISTRY,
+)
+ATTACK_QUEUE_DEPTH = _server_gauge("leakbed_attack_queue_depth", "Tasks waiting in the bounded attack queue [tasks].")
+ATTACK_LAG_ROUNDS = _server_gauge("leakbed_attack_lag_rounds", "How many rounds the attack side trails the FL run [rounds].")
+UTILITY = _server_gauge("leakbed_utility", "Utility of the global model on held-out data [ratio].", ("prior", "defense"))
+ATTACK_AP = _server_gauge("leakbed_attack_ap", "Mean average precision of the attack [ratio].", ATTACK_LABELS)
+ATTACK_X_CHANCE = _server_gauge("leakbed_attack_x_chance", "Attack AP divided by chance AP [multiple].", ATTACK_LABELS)
+ATTACK_TOP1 = _server_gauge("leakbed_attack_top1", "Top-1 accuracy of the attack [ratio].", ATTACK_LABELS)
+ATTACK_AUC = _server_gauge("leakbed_attack_auc", "ROC AUC of a property or membership attack [ratio].", ATTACK_LABELS)
+
+# --- attack workers --------------------------------------------------------------------------
+WORKER_TASKS = Counter(
+    "leakbed_worker_tasks", "Tasks handled by this attack worker [tasks].", ("kind", "outcome"), registry=WORKER_REGISTRY
+)
+WORKER_TASK_DURATION = Histogram(
+    "leakbed_worker_task_duration_seconds",
+    "Wall time of one attack task [s].",
+    ("kind",),
+    buckets=FAST_BUCKETS,
+    registry=WORKER_REGISTRY,
+)
+WORKER_UPDATES_STORED = Counter(
+    "leakbed_worker_updates_stored", "Anonymous updates written to the store by this worker [updates].", registry=WORKER_REGISTRY
+)
+WORKER_DUPLICATES = Counter(
+    "leakbed_worker_duplicates",
+    "Updates delivered again (at-least-once) and de-duplicated by update id [updates].",
+    registry=WORKER_REGISTRY,
+)
+
+
+def metric_names(registry: CollectorRegistry | None = None) -> list[str]:
+    """Every exported metric family name as written in PromQL (counters with ``_total``).
+
+    With no registry: the names of both registries (what the dashboard may reference).
+    """
+    registries = [registry] if registry is not None else [SERVER_REGISTRY, WORKER_REGISTRY]
+    names: list[str] = []
+    for reg in registries:
+        for family in reg.collect():
+            names.append(f"{family.name}_total" if family.type == "counter" else family.name)
+    return sorted(names)
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    """The registry in the Prometheus text format (what /metrics serves)."""
+    return generate_latest(registry).decode("utf-8")
+
+
+@dataclass
+class MetricsEndpoint:
+    """A running /metrics HTTP server; ``close`` stops it."""
+
+    server: WSGIServer
+    thread: Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def start_http_server(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = SERVER_REGISTRY) -> MetricsEndpoint:
+    """Serve ``registry`` on ``http://addr:port/metrics`` from a daemon thread (port 0 = any free port)."""
+    server, thread = _start_http_server(port, addr=addr, registry=registry)
+    return MetricsEndpoint(server, thread)
