@@ -6,5 +6,6 @@ The server reaches this package only through the pool's interface below.
 from attacks.knowledge import AttackerKnowledge
 from attacks.pool import AttackPool, PoolStats
 from attacks.records import AnonymousUpdate, RoundSnapshot
+from attacks.suite import needs_full_updates
 
-__all__ = ["AnonymousUpdate", "AttackPool", "AttackerKnowledge", "PoolStats", "RoundSnapshot"]
+__all__ = ["AnonymousUpdate", "AttackPool", "AttackerKnowledge", "PoolStats", "RoundSnapshot", "needs_full_updates"]

@@ -20,6 +20,7 @@ class AnonymousUpdate:
     round: int
     vector: np.ndarray  # flattened, L2-normalised Δw over the attack layers
     num_examples: int
+    arrays: dict[str, np.ndarray] | None = None  # full Δw per parameter, only when a suite attack needs it
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
 from attacks.reidentify import fit_score
 from attacks.shadow import shadow_updates
+from attacks.suite import run_fit, run_round
 from leakbed.store import UpdateStore
 
 
@@ -24,23 +25,24 @@ def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundS
     store.write_global(snap.round, snap.arrays)
     labels, vectors = shadow_updates(knowledge, snap)
     store.write_shadow(snap.round, labels, vectors)
+    run_round(store, knowledge, snap)
     return ("round", snap.round, time.perf_counter() - t0)
 
 
 def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> tuple[Any, ...]:
     rnd = updates[0].round
-    store.write_anon(
-        rnd,
-        batch,
-        [u.update_id for u in updates],
-        np.stack([u.vector for u in updates]),
-        np.asarray([u.num_examples for u in updates]),
-    )
+    ids = [u.update_id for u in updates]
+    store.write_anon(rnd, batch, ids, np.stack([u.vector for u in updates]), np.asarray([u.num_examples for u in updates]))
+    if updates[0].arrays is not None:
+        store.write_anon_full(rnd, batch, ids, [u.arrays or {} for u in updates])
     return ("updates", rnd, len(updates))
 
 
 def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> tuple[Any, ...]:
     t0 = time.perf_counter()
+    if name in knowledge.attack.suite:
+        run_fit(store, knowledge, name)
+        return ("fit", name, time.perf_counter() - t0)
     x_train, y_train, _ = store.read_shadow()
     anon = store.read_anon()
     scores = fit_score(name, knowledge.attack, knowledge.seed, x_train, y_train, anon["vectors"])

@@ -16,6 +16,9 @@ AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
 DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective"]
+# Attacks of the suite beyond closed-world re-identification; each attack module adds its name
+# here and registers itself in ``attacks.catalog`` (the config cannot import attacks).
+SUITE_ATTACKS: tuple[str, ...] = ()
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -108,6 +111,9 @@ class AttackConfig(Section):
     attackers: list[AttackerName] = Field(
         ["mlp", "svm", "knn"], min_length=1, max_length=3, description="re-identification attackers [names]"
     )
+    suite: list[str] = Field(
+        [], max_length=32, description="further attacks run in the pool, each named in SUITE_ATTACKS [names]"
+    )
     workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
     queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
@@ -118,6 +124,11 @@ class AttackConfig(Section):
     def _unique(self) -> AttackConfig:
         if len(set(self.attackers)) != len(self.attackers):
             raise ValueError("attackers must not repeat")
+        unknown = [n for n in self.suite if n not in SUITE_ATTACKS]
+        if unknown:
+            raise ValueError(f"unknown attack {unknown[0]!r} in suite; known: {', '.join(SUITE_ATTACKS) or 'none'}")
+        if len(set(self.suite)) != len(self.suite):
+            raise ValueError("suite attacks must not repeat")
         return self
 
 

@@ -106,6 +106,19 @@ def _defense_lines(run: dict) -> list[str]:
     return lines
 
 
+def _suite_lines(rule: str, run: dict) -> list[str]:
+    """The further attacks of the suite: their scalar metrics, tables and figures, as scored."""
+    lines = []
+    for name, m in run.get("suite", {}).items():
+        scalars = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool))
+        lines += [f"#### {name} ({rule} prior)", "", *([f"- {scalars}"] if scalars else []), *m.get("notes", [])]
+        for title, table in m.get("tables", {}).items():
+            lines += ["", f"{title}", "", _markdown_table(table["header"], [[str(c) for c in r] for r in table["rows"]])]
+        lines += [f"\n![{name}]({rule}/{fig})" for fig in m.get("figures", [])]
+        lines.append("")
+    return lines
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``metrics.json``, ``report.md`` and ``reid_by_round.png`` into ``run_dir``."""
     runs = load_runs(run_dir)
@@ -148,6 +161,9 @@ def write_report(run_dir: Path) -> Path:
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]
+    suite = [line for rule, run in runs.items() for line in _suite_lines(rule, run)]
+    if suite:
+        lines += ["## Further attacks", "", *suite]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines))
     return path

@@ -47,6 +47,34 @@ class UpdateStore:
             {"ids": np.asarray(ids), "vectors": vectors, "num_examples": num_examples, "round": np.full(len(ids), rnd)},
         )
 
+    def write_anon_full(self, rnd: int, batch: str, ids: list[str], arrays: list[dict[str, np.ndarray]]) -> Path:
+        """Full Δw of each anonymous update, for attacks that read every parameter."""
+        flat = {"ids": np.asarray(ids)}
+        for i, per_param in enumerate(arrays):
+            flat.update({f"{i}/{k.replace('.', '/')}": v for k, v in per_param.items()})
+        return self._write("anon_full", f"r{rnd:06d}-{batch}", flat)
+
+    def read_anon_full(self, rnd: int) -> dict[str, dict[str, np.ndarray]]:
+        """``{update_id: {parameter: Δw}}`` for one round."""
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for f in sorted((self.root / "anon_full").glob(f"r{rnd:06d}-*.npz")):
+            with np.load(f) as z:
+                ids = [str(i) for i in z["ids"]]
+                for key in z.files:
+                    if key == "ids":
+                        continue
+                    i, param = key.split("/", 1)
+                    out.setdefault(ids[int(i)], {})[param.replace("/", ".")] = z[key]
+        return out
+
+    def write_result(self, attack: str, arrays: dict[str, np.ndarray]) -> Path:
+        """A suite attack's outputs (scores, predictions, auxiliary figures' data) for the referee."""
+        return self._write("result", attack, arrays)
+
+    def read_result(self, attack: str) -> dict[str, np.ndarray]:
+        with np.load(self.root / "result" / f"{attack}.npz") as z:
+            return {k: z[k] for k in z.files}
+
     def write_predictions(
         self, attacker: str, ids: np.ndarray, rounds: np.ndarray, classes: np.ndarray, scores: np.ndarray
     ) -> Path:

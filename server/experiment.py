@@ -17,7 +17,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 
-from attacks import AttackerKnowledge, AttackPool
+from attacks import AttackerKnowledge, AttackPool, needs_full_updates
 from leakbed.adoption import defending_users
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, federation
@@ -25,6 +25,7 @@ from leakbed.models import attack_keys, build_model
 from leakbed.store import UpdateStore
 from leakbed.training import evaluate, pick_device
 from server.referee import Referee
+from server.scorers import score_suite
 from server.shuffler import Shuffler
 from server.strategy import CuriousFedAvg
 
@@ -88,7 +89,7 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     )
     try:
         strategy = CuriousFedAvg(
-            shuffler=Shuffler(referee, keys, cfg.seed),
+            shuffler=Shuffler(referee, keys, cfg.seed, full_updates=needs_full_updates(cfg.attack.suite)),
             pool=pool,
             seed=cfg.seed,
             fraction_train=cfg.fl.fraction_train,
@@ -108,7 +109,7 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         )
         fl_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        pool.fit(list(cfg.attack.attackers))
+        pool.fit([*cfg.attack.attackers, *cfg.attack.suite])
         attack_seconds = time.perf_counter() - t1
     finally:
         pool.close()
@@ -118,12 +119,16 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     groups = {"defending": defending, "not defending": set(fed.user_ids) - defending} if cfg.defenses else None
     metrics = {name: referee.score(store, name, groups) for name in scored}
     failed = {name: "fit failed or timed out (see pool errors)" for name in cfg.attack.attackers if name not in scored}
+    suite_ok = [n for n in cfg.attack.suite if n in fit and fit[n] == fit[n]]
+    suite = score_suite(referee, store, cfg, out, suite_ok)
+    failed |= {name: "fit failed or timed out (see pool errors)" for name in cfg.attack.suite if name not in suite_ok}
     summary = {
         "prior": rule,
         "users": len(fed.user_ids),
         "rounds": cfg.fl.rounds,
         "attackers": metrics,
         "attackers_failed": failed,
+        "suite": suite,
         "utility": {str(r): u for r, u in sorted(utility.items())},
         "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
         "pool": pool.stats.to_dict(),

@@ -21,14 +21,22 @@ class Referee:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._path = self.folder / "truth.jsonl"
         self._truth: dict[str, str] = {}
+        self._fields: dict[str, dict[str, object]] = {}
 
-    def seal(self, update_id: str, user_id: str, rnd: int) -> None:
+    def seal(self, update_id: str, user_id: str, rnd: int, fields: dict[str, object] | None = None) -> None:
+        """File one update's truth: its user, round and any per-update facts the device reported
+        (e.g. whether its batches held a property) that suite attacks are scored against."""
         self._truth[update_id] = user_id
+        self._fields[update_id] = {"round": rnd, **(fields or {})}
         with self._path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"update_id": update_id, "user_id": user_id, "round": rnd}) + "\n")
+            f.write(json.dumps({"update_id": update_id, "user_id": user_id, "round": rnd, **(fields or {})}) + "\n")
 
     def truth_for(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray([self._truth[str(i)] for i in ids])
+
+    def field_for(self, ids: np.ndarray, name: str) -> list[object]:
+        """A sealed per-update fact (see ``seal``) for each id."""
+        return [self._fields[str(i)][name] for i in ids]
 
     def score(self, store: UpdateStore, attacker: str, groups: dict[str, set[str]] | None = None) -> dict:
         """Overall and per-round metrics for one attacker's predictions, and per group of users

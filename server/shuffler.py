@@ -17,9 +17,10 @@ TRUTH_KEY = "leakbed-truth"
 
 
 class Shuffler:
-    def __init__(self, referee: Referee, keys: list[str], seed: int) -> None:
+    def __init__(self, referee: Referee, keys: list[str], seed: int, *, full_updates: bool = False) -> None:
         self._referee = referee
         self._keys = keys
+        self._full = full_updates  # pass every parameter's Δw on (suite attacks that read whole updates)
         self._rng = np.random.default_rng([seed, 0x5A])
 
     def process(self, rnd: int, global_arrays: dict[str, np.ndarray], replies: list[Message]) -> list[AnonymousUpdate]:
@@ -31,8 +32,12 @@ class Shuffler:
             arrays = msg.content.array_records["arrays"]
             local = {k: arrays[k].numpy() for k in self._keys}
             update_id = self._rng.bytes(8).hex()
-            self._referee.seal(update_id, str(truth["user-id"]), rnd)
+            fields = {k: v for k, v in truth.items() if k != "user-id"}
+            self._referee.seal(update_id, str(truth["user-id"]), rnd, fields)
             n = int(msg.content.metric_records["metrics"]["num-examples"])
-            out.append(AnonymousUpdate(update_id, rnd, delta_vector(global_arrays, local, self._keys), n))
+            full = None
+            if self._full:
+                full = {k: (global_arrays[k] - arrays[k].numpy()).astype(np.float32) for k in global_arrays}
+            out.append(AnonymousUpdate(update_id, rnd, delta_vector(global_arrays, local, self._keys), n, full))
         order = self._rng.permutation(len(out))
         return [out[i] for i in order]

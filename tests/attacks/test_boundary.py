@@ -48,7 +48,7 @@ def test_attack_code_never_names_ground_truth():
 
 
 def test_records_carry_no_identity():
-    assert [f.name for f in dataclasses.fields(AnonymousUpdate)] == ["update_id", "round", "vector", "num_examples"]
+    assert [f.name for f in dataclasses.fields(AnonymousUpdate)] == ["update_id", "round", "vector", "num_examples", "arrays"]
     assert [f.name for f in dataclasses.fields(RoundSnapshot)] == ["round", "arrays", "train_config"]
 
 

@@ -1,0 +1,4 @@
+"""Every suite attack module, imported once so each registers its ``AttackSpec``.
+
+Add one import line per attack module.
+"""
