@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
-DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective"]
+DefenseName = Literal[
+    "bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout"
+]
 # Attacks of the suite beyond closed-world re-identification; each attack module adds its name
 # here and registers itself in ``attacks.catalog`` (the config cannot import attacks).
 SUITE_ATTACKS: tuple[str, ...] = ()
@@ -148,11 +150,25 @@ class DefenseConfig(Section):
         ge=0.0,
         le=10_000.0,
         description="bkg-repl: share of data replaced α; rand-aug/mm-aug: α·|D_u| examples added; "
-        "noise: variance σ² added to Δw; selective: share of Δw entries sent [1]",
+        "noise: variance σ² added to Δw; selective: share of Δw entries sent; dp-fedavg / local-dp: noise "
+        "multiplier z (noise std z·clip; 0 = clipping only); vocab: k most frequent tokens a device uses (0 = all); "
+        "dropout: drop probability p < 1 in local training [1]",
     )
     fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
     users: list[str] = Field([], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]")
     clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
+    clip: float = Field(
+        50.0, gt=0.0, le=1e6, description="dp-fedavg / local-dp: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]"
+    )
+    delta: float = Field(1e-5, gt=0.0, lt=1.0, description="dp-fedavg / local-dp: δ at which ε is reported [probability]")
+
+    @model_validator(mode="after")
+    def _strength_range(self) -> DefenseConfig:
+        if self.name == "dropout" and self.strength >= 1.0:
+            raise ValueError(f"dropout strength is a probability below 1 (got {self.strength})")
+        if self.name == "vocab" and self.strength != int(self.strength):
+            raise ValueError(f"vocab strength is a token count (got {self.strength})")
+        return self
 
 
 class BackgroundConfig(Section):
@@ -163,6 +179,18 @@ class BackgroundConfig(Section):
     )
     path: str = Field("", max_length=4096, description="table file for source = table [path]")
     users: int = Field(30, ge=1, le=1_000_000, description="synthetic background users / most outside users used [count]")
+
+
+class ShufflerConfig(Section):
+    """The shuffler as a system-level defense (seed 001 §3: it may batch reports)."""
+
+    batch_min: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="hold anonymous updates across rounds and release them to the attacks only in batches of at "
+        "least this many; 0 = every round as it comes [updates]",
+    )
 
 
 class ExperimentConfig(Section):
@@ -179,11 +207,14 @@ class ExperimentConfig(Section):
     simulation: SimulationConfig = SimulationConfig()
     defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
     background: BackgroundConfig = BackgroundConfig()
+    shuffler: ShufflerConfig = ShufflerConfig()
 
     @model_validator(mode="after")
     def _needs_path(self) -> ExperimentConfig:
         if self.data.source != "synthetic" and not self.data.path:
             raise ValueError(f"data.path is required for data.source = {self.data.source!r}")
+        if sum(d.name == "dp-fedavg" for d in self.defenses) > 1:
+            raise ValueError("defenses: at most one dp-fedavg (one server-side noise mechanism)")
         return self
 
 
