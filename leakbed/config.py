@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -20,7 +20,8 @@ DefenseName = Literal[
 ]
 # Attacks of the suite beyond closed-world re-identification; each attack module adds its name
 # here and registers itself in ``attacks.catalog`` (the config cannot import attacks).
-SUITE_ATTACKS: tuple[str, ...] = ()
+SUITE_ATTACKS: tuple[str, ...] = ("property", "membership", "aggregate-property")
+SUITE_ATTACKS += ("open-world", "matching", "cross-modal", "profile", "attributes")  # seed 001 §4.3, §5.2.2, §6.1
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -50,6 +51,23 @@ class SyntheticConfig(Section):
     property_rate: float = Field(0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]")
 
 
+class PropertyPlanConfig(Section):
+    """Who trains on property examples, and from when (seed 002 §7.2.4 "when a property occurs", §7.2.7):
+    the device leaves out the examples that hold the binary ``property`` attribute as planned here."""
+
+    holders: list[str] = Field(
+        [], max_length=100_000, description="users that train on their property examples; the others leave them out "
+        "(empty: see holder_fraction) [user ids]",
+    )
+    holder_fraction: float = Field(
+        1.0, gt=0.0, le=1.0, description="when holders is empty: seeded share of users keeping their property examples [fraction]"
+    )
+    onset_round: int = Field(
+        0, ge=0, le=100_000, description="holders train without property examples before this round and on them only from it on; "
+        "0 = always as drawn [round]",
+    )
+
+
 class DataConfig(Section):
     """Where per-user data comes from and how users are filtered."""
 
@@ -63,6 +81,7 @@ class DataConfig(Section):
     vocab_size: int = Field(5000, ge=10, le=200_000, description="word vocabulary size [tokens]")
     image_size: int = Field(28, ge=8, le=512, description="side of images read from paths [pixels]")
     test_fraction: float = Field(0.2, ge=0.0, le=0.9, description="per-user share held out to measure utility [fraction]")
+    property_plan: PropertyPlanConfig = PropertyPlanConfig()
 
 
 class SplitConfig(Section):
@@ -94,6 +113,22 @@ class ModelConfig(Section):
     weights_path: str = Field("", max_length=4096, description="local pretrained state_dict, optional [path]")
 
 
+class SecAggConfig(Section):
+    """Flower's SecAgg+ (legacy workflow) parameters; see ``flwr.server.workflow.SecAggPlusWorkflow``."""
+
+    num_shares: int = Field(3, ge=2, le=10_000, description="shares of each device's secret key [count]")
+    reconstruction_threshold: int = Field(2, ge=2, le=10_000, description="shares needed to rebuild a secret [count]")
+    clipping_range: float = Field(8.0, gt=0.0, le=1e6, description="parameters clipped to ±this [parameter value]")
+    quantization_range: int = Field(4_194_304, ge=2, le=2**30, description="quantization levels [count]")
+    max_weight: float = Field(1000.0, gt=0.0, le=1e9, description="largest per-device weight (num_examples) [examples]")
+
+    @model_validator(mode="after")
+    def _threshold(self) -> SecAggConfig:
+        if self.reconstruction_threshold > self.num_shares:
+            raise ValueError("reconstruction_threshold must not exceed num_shares")
+        return self
+
+
 class FLConfig(Section):
     """Federated Averaging (seed 001, Algorithm 1)."""
 
@@ -105,6 +140,110 @@ class FLConfig(Section):
     optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer [name]")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum [1]")
     round_timeout: float = Field(600.0, gt=0.0, le=86_400.0, description="reply timeout per round [s]")
+    local_steps: int = Field(
+        0, ge=0, le=1_000_000, description="local batches per round; 0 = full local epochs, 1 = FedSGD-style one batch [batches]"
+    )
+    secure_aggregation: Literal["none", "secagg+"] = Field(
+        "none", description="secagg+: Flower's SecAgg+ legacy workflow, the server sees only each round's aggregate [name]"
+    )
+    secagg: SecAggConfig = SecAggConfig()
+
+
+class FeatureInferenceConfig(Section):
+    """Individual property inference in deep-feature space vs DLG (seed 004 §3.2-3.3, Table 1)."""
+
+    batch_sizes: list[Annotated[int, Field(ge=1, le=256)]] = Field(
+        [1, 8, 32], min_length=1, max_length=8, description="device mini-batch sizes evaluated [examples]"
+    )
+    batches: int = Field(8, ge=1, le=10_000, description="target device batches per batch size [count]")
+    rounds: int = Field(5, ge=0, le=10_000, description="FedAvg rounds that train the shared model before the attack [count]")
+    property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
+    steps: int = Field(300, ge=1, le=100_000, description="gradient-matching iterations per batch [count]")
+    step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
+    block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
+    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier [count]")
+    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of the property classifier [1]")
+    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples used [count]")
+    dlg_steps: int = Field(15, ge=1, le=10_000, description="DLG L-BFGS steps of up to 20 evaluations each [count]")
+
+
+class PropertyAttackConfig(Section):
+    """Passive batch property inference (seed 002 §7.1.4, Algorithm 7) and its aggregate-level form (§7.2.7)."""
+
+    aux_updates: int = Field(
+        8, ge=1, le=10_000, description="auxiliary updates with and without the property each round, per class [updates]"
+    )
+    trees: int = Field(50, ge=1, le=10_000, description="random-forest trees (seed: 50) [count]")
+    positive_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="largest property share of an auxiliary positive batch (drawn uniformly) [fraction]"
+    )
+    holder_rate: float = Field(
+        0.05, ge=0.0, lt=1.0, description="a user holds the property when above this share of its updates' examples do [fraction]"
+    )
+
+
+class OpenWorldConfig(Section):
+    """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
+
+    seen_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
+    )
+    holdout_fraction: float = Field(
+        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
+    )
+
+
+class MatchingConfig(Section):
+    """The Siamese matching network (seed 001 §4.3): FC-128 ReLU twins, L1 distance, FC-1 sigmoid, RMSprop."""
+
+    epochs: int = Field(30, ge=1, le=10_000, description="training epochs [count]")
+    pairs: int = Field(4000, ge=16, le=10_000_000, description="balanced training pairs drawn per epoch [pairs]")
+    batch_size: int = Field(128, ge=1, le=65_536, description="pairs per optimisation step [pairs]")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="RMSprop learning rate (seed: 1e-3) [1]")
+    eval_pairs: int = Field(10_000, ge=16, le=10_000_000, description="balanced test pairs the referee draws (seed: 10K) [pairs]")
+
+
+class CrossModalConfig(Section):
+    """Cross-modal matching (seed 001 §4.3, §6.1.1): a text prior about users, image updates."""
+
+    encoder: Literal["minilm", "tfidf"] = Field(
+        "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
+    )
+    paired_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="share of known users whose images the attacker also holds to train the matcher; the others are "
+        "text-only [fraction]",
+    )
+
+
+class ProfileConfig(Section):
+    """Profile prior (seed 001 §5.2.2, Figure 5): find devices whose updates fit a curated dataset."""
+
+    target_class: int = Field(0, ge=0, le=1_000_000, description="class whose examples form the profile dataset [class index]")
+    updates_per_round: int = Field(4, ge=1, le=1000, description="profile updates the attacker computes per round [count]")
+    fit_ratio: float = Field(
+        2.0,
+        gt=0.0,
+        le=1000.0,
+        description="a user fits the profile when their share of the class is at least this multiple of the mean "
+        "share over users [multiple]",
+    )
+    top_k: int = Field(10, ge=1, le=100_000, description="k of precision@k and of the top-users figure [users]")
+
+
+class AttributesConfig(Section):
+    """Attribute inference alone and jointly with deanonymization (seed 001 §6.1.3, Table 4)."""
+
+    columns: list[str] = Field(
+        [],
+        max_length=64,
+        description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
+        "at most max_values values [names]",
+    )
+    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
+    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
 
 
 class AttackConfig(Section):
@@ -121,6 +260,13 @@ class AttackConfig(Section):
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
+    open_world: OpenWorldConfig = OpenWorldConfig()
+    matching: MatchingConfig = MatchingConfig()
+    cross_modal: CrossModalConfig = CrossModalConfig()
+    profile: ProfileConfig = ProfileConfig()
+    attributes: AttributesConfig = AttributesConfig()
+    property: PropertyAttackConfig = PropertyAttackConfig()
+    feature_inference: FeatureInferenceConfig = FeatureInferenceConfig()
 
     @model_validator(mode="after")
     def _unique(self) -> AttackConfig:
