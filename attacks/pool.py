@@ -1,26 +1,51 @@
-"""The attack worker pool: processes fed through a bounded queue, off the FL critical path.
+"""The attack pool: the server's client of the gRPC attack service, off the FL critical path.
 
-Every tapped update is either analysed (filed for the attacks) or counted as dropped or failed,
-so ``tapped == analysed + dropped + failed`` always holds and is reported.
+Tapped rounds and updates wait in a bounded queue (its depth is visible); one dispatcher per
+worker takes the next task, sends it and waits for the worker's acknowledgement, so several
+workers share the load. A task whose delivery fails (worker dead, restarting, unreachable) goes
+back to the front and another worker takes it; the worker side de-duplicates redelivered updates
+by update id (at-least-once delivery, exactly-once filing). In simulation the pool spawns its
+workers as local processes (``python -m attacks.worker``) and a supervisor restarts any that
+dies; in deployment it connects to the configured worker addresses.
+
+Every tapped update is analysed, dropped (queue full) or failed (task error, or no worker took it
+within the retry window), so ``tapped == analysed + dropped + failed`` always holds and is reported.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import pickle
 import queue
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import grpc
+
+from attacks import transport
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
-from attacks.worker import worker_main
+from attacks.transport import pb, pb_grpc
+from attacks.worker import KNOWLEDGE_FILE
 
 log = logging.getLogger(__name__)
+RPC_TIMEOUT = 900.0  # one round or batch task [s]; a fit gets the fit's own timeout
+MAX_RESTARTS = 20  # per local worker; beyond that a crash-looping worker stays down and is reported
+TRANSIENT = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+FitCallback = Callable[[str, bool], None]
 
 
 @dataclass
@@ -29,96 +54,273 @@ class PoolStats:
     analysed: int = 0
     dropped: int = 0
     failed: int = 0
+    duplicates: int = 0
+    retries: int = 0
+    worker_restarts: int = 0
     rounds_submitted: int = 0
     rounds_analysed: int = 0
     rounds_dropped: int = 0
+    lag_rounds: int = 0
     max_lag_rounds: int = 0
+    max_queue_depth: int = 0
     shadow_seconds: float = 0.0
     fit_seconds: dict[str, float] = field(default_factory=dict)
+    partial_fits: int = 0
+    tasks_by_worker: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+@dataclass
+class _Task:
+    kind: str  # round | updates | fit
+    request: object
+    count: int = 0  # updates in the batch
+    round: int = 0
+    name: str = ""  # fit: the attack
+    partial: bool = False  # fit: an interim score during training
+    first_tried: float = 0.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class _LocalWorker:
+    """A worker process this pool spawned and restarts; always on the same port."""
+
+    def __init__(self, index: int, store_root: Path, metrics_port: int) -> None:
+        self.index = index
+        self.port = free_port()
+        self.argv = [sys.executable, "-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
+        if metrics_port:
+            self.argv += ["--metrics-port", str(metrics_port)]
+        self.log_path = store_root / "workers" / f"worker-{index}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.restarts = 0
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen:
+        with self.log_path.open("ab") as out:
+            return subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.proc = self._spawn()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
 class AttackPool:
-    """Start with the attacker's knowledge; submit rounds and updates; ``finish`` fits the attackers."""
+    """Start with the attacker's knowledge; submit rounds and updates; ``fit`` fits the attackers."""
 
     def __init__(
-        self, knowledge: AttackerKnowledge, store_root: str, *, workers: int, queue_size: int, submit_timeout: float
+        self,
+        knowledge: AttackerKnowledge,
+        store_root: str,
+        *,
+        workers: int,
+        queue_size: int,
+        submit_timeout: float,
+        addresses: Sequence[str] = (),
+        retry_seconds: float = 120.0,
+        run_id: str = "",
+        metrics_port_base: int = 0,
+        on_fit: FitCallback | None = None,
     ) -> None:
-        ctx = mp.get_context("spawn")
-        # Workers read the knowledge from a file: spawn would otherwise pickle it through each
-        # child's pipe and block start-up until the child has imported torch.
-        knowledge_path = Path(store_root) / "knowledge.pkl"
-        knowledge_path.parent.mkdir(parents=True, exist_ok=True)
-        knowledge_path.write_bytes(pickle.dumps(knowledge))
-        self._latest_round = 0
-        self._reported_dead = False
-        self._tasks = ctx.Queue(maxsize=queue_size)
-        self._acks = ctx.Queue()
+        root = Path(store_root).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        # Workers read the knowledge from the run's store (a shared volume in deployment), once per run.
+        (root / KNOWLEDGE_FILE).write_bytes(pickle.dumps(knowledge))
+        self._run = transport.run_msg(run_id or uuid.uuid4().hex[:12], str(root))
         self._timeout = submit_timeout
-        self.stats = PoolStats()
+        self._retry_seconds = retry_seconds
+        self._on_fit = on_fit
+        self._latest_round = 0
+        self._tasks: queue.Queue[_Task] = queue.Queue(maxsize=queue_size)
+        self._retry: queue.Queue[_Task] = queue.Queue()  # already accepted: unbounded, served first
+        self._pending_fits = 0
+        self._final_fits: set[str] = set()
         self._lock = threading.Condition()
-        self._procs = [
-            ctx.Process(
-                target=worker_main,
-                args=(i, str(knowledge_path), store_root, self._tasks, self._acks),
-                daemon=True,
-                name=f"attack-worker-{i}",
-            )
-            for i in range(workers)
-        ]
-        for p in self._procs:
-            p.start()
-        self._listener = threading.Thread(target=self._listen, daemon=True, name="attack-acks")
-        self._listener.start()
-
-    def _listen(self) -> None:
-        while True:
-            ack = self._acks.get()
-            if ack is None:
-                return
-            with self._lock:
-                self._record(ack)
-                self._lock.notify_all()
-
-    def _record(self, ack: tuple) -> None:
-        s = self.stats
-        kind = ack[0]
-        if kind == "round":
-            s.rounds_analysed += 1
-            s.shadow_seconds += ack[2]
-            # how many rounds later than its own round the attack side finished this one
-            s.max_lag_rounds = max(s.max_lag_rounds, self._latest_round - ack[1])
-        elif kind == "updates":
-            s.analysed += ack[2]
-        elif kind == "fit":
-            s.fit_seconds[ack[1]] = ack[2]
+        self._stop = threading.Event()
+        self.stats = PoolStats()
+        self.local: list[_LocalWorker] = []
+        if addresses:
+            self.addresses = list(addresses)
         else:
-            _, failed_kind, name, message, trace, n = ack
-            s.errors.append(message)
-            log.error("attack task %s failed: %s\n%s", failed_kind, message, trace)
-            if failed_kind == "updates":
-                s.failed += n
-            elif failed_kind == "round":
-                s.rounds_analysed += 1
-            elif failed_kind == "fit":
-                s.fit_seconds[name] = float("nan")
+            self.local = [_LocalWorker(i, root, metrics_port_base + i if metrics_port_base else 0) for i in range(workers)]
+            self.addresses = [w.address for w in self.local]
+        self._healthy = [False] * len(self.addresses)
+        self._last_healthy = time.monotonic()
+        self._channels = [grpc.insecure_channel(a, options=transport.GRPC_OPTIONS) for a in self.addresses]
+        self._threads = [
+            threading.Thread(target=self._dispatch, args=(i,), daemon=True, name=f"attack-dispatch-{i}")
+            for i in range(len(self.addresses))
+        ]
+        self._threads.append(threading.Thread(target=self._supervise, daemon=True, name="attack-supervisor"))
+        for t in self._threads:
+            t.start()
 
-    def _put(self, item: tuple) -> bool:
+    # --- queue ----------------------------------------------------------------------------
+
+    def depth(self) -> int:
+        """Tasks accepted but not yet handed to a worker."""
+        return self._tasks.qsize() + self._retry.qsize()
+
+    def lag_rounds(self) -> int:
+        with self._lock:
+            return self.stats.lag_rounds
+
+    def _put(self, task: _Task) -> bool:
         try:
-            self._tasks.put(item, timeout=self._timeout)
-            return True
+            self._tasks.put(task, timeout=self._timeout)
         except queue.Full:
             return False
+        with self._lock:
+            self.stats.max_queue_depth = max(self.stats.max_queue_depth, self.depth())
+        return True
+
+    def _take(self) -> _Task | None:
+        try:
+            return self._retry.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return self._tasks.get(timeout=0.2)
+        except queue.Empty:
+            return None
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    def _dispatch(self, slot: int) -> None:
+        stub = pb_grpc.AttackServiceStub(self._channels[slot])
+        while not self._stop.is_set():
+            if not self._healthy[slot]:
+                try:
+                    stub.Ping(pb.PingRequest(), timeout=1.0, wait_for_ready=True)
+                except grpc.RpcError:
+                    continue
+                self._healthy[slot] = True
+                self._last_healthy = time.monotonic()
+            task = self._take()
+            if task is None:
+                continue
+            task.first_tried = task.first_tried or time.monotonic()
+            try:
+                ack = self._call(stub, task)
+            except grpc.RpcError as err:
+                self._healthy[slot] = False
+                self._redeliver(task, f"{self.addresses[slot]}: {err.code().name}")
+                continue
+            self._healthy[slot] = True
+            self._last_healthy = time.monotonic()
+            self._acknowledge(task, ack, slot)
+
+    def _call(self, stub: pb_grpc.AttackServiceStub, task: _Task) -> pb.Ack:
+        if task.kind == "round":
+            return stub.Round(task.request, timeout=RPC_TIMEOUT)
+        if task.kind == "updates":
+            return stub.Updates(task.request, timeout=RPC_TIMEOUT)
+        return stub.Fit(task.request, timeout=RPC_TIMEOUT * 4)
+
+    def _redeliver(self, task: _Task, why: str) -> None:
+        if time.monotonic() - task.first_tried > self._retry_seconds:
+            self._fail(task, f"{task.kind} task not delivered within {self._retry_seconds:.0f}s (last: {why})")
+            return
+        with self._lock:
+            self.stats.retries += 1
+        log.warning("attack task %s redelivered: %s", task.kind, why)
+        self._retry.put(task)
+
+    def _acknowledge(self, task: _Task, ack: pb.Ack, slot: int) -> None:
+        if ack.error:
+            self._fail(task, ack.error)
+            return
+        s = self.stats
+        with self._lock:
+            s.tasks_by_worker[str(slot)] = s.tasks_by_worker.get(str(slot), 0) + 1
+            if task.kind == "round":
+                s.rounds_analysed += 1
+                s.shadow_seconds += ack.seconds
+                # how many rounds later than its own round the attack side finished this one
+                s.lag_rounds = self._latest_round - task.round
+                s.max_lag_rounds = max(s.max_lag_rounds, s.lag_rounds)
+            elif task.kind == "updates":
+                s.analysed += int(ack.stored + ack.duplicates)
+                s.duplicates += int(ack.duplicates)
+            elif task.partial:
+                self._pending_fits -= 1
+                s.partial_fits += 1
+            else:
+                s.fit_seconds[task.name] = ack.seconds
+            self._lock.notify_all()
+        if task.kind == "fit" and self._on_fit is not None:
+            try:
+                self._on_fit(task.name, task.partial)
+            except Exception:  # a scoring hook must not stop the dispatcher
+                log.exception("fit callback for %s failed", task.name)
+
+    def _fail(self, task: _Task, message: str) -> None:
+        s = self.stats
+        log.error("attack task %s failed: %s", task.kind, message)
+        with self._lock:
+            s.errors.append(message)
+            if task.kind == "updates":
+                s.failed += task.count
+            elif task.kind == "round":
+                s.rounds_analysed += 1
+            elif task.partial:
+                self._pending_fits -= 1
+            else:
+                s.fit_seconds[task.name] = float("nan")
+            self._lock.notify_all()
+
+    # --- supervision ----------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Restart dead local workers; fail what is queued when no worker has been reachable for the retry window."""
+        while not self._stop.wait(0.5):
+            for w in self.local:
+                code = w.proc.poll()
+                if code is None or self._stop.is_set():
+                    continue
+                if w.restarts >= MAX_RESTARTS:
+                    continue
+                with self._lock:
+                    self.stats.worker_restarts += 1
+                    self.stats.errors.append(f"attack worker {w.index} exited with code {code}; restarted")
+                log.warning("attack worker %d exited with code %s; restarting", w.index, code)
+                w.restart()
+            if not any(self._healthy) and time.monotonic() - self._last_healthy > self._retry_seconds:
+                while (task := self._take()) is not None:
+                    self._fail(task, f"{task.kind} task failed: no attack worker reachable at {', '.join(self.addresses)}")
+
+    # --- public interface -----------------------------------------------------------------
 
     def submit_round(self, snapshot: RoundSnapshot) -> None:
         """Hand over a round's global model; the attacker computes its shadow updates on it."""
         with self._lock:
             self._latest_round = max(self._latest_round, snapshot.round)
             self.stats.rounds_submitted += 1
-        if not self._put(("round", snapshot)):
+        task = _Task("round", transport.round_request(self._run, snapshot), round=snapshot.round)
+        if not self._put(task):
             with self._lock:
                 self.stats.rounds_dropped += 1
                 self.stats.errors.append(f"round {snapshot.round} dropped: queue full for {self._timeout}s")
@@ -129,52 +331,58 @@ class AttackPool:
             return
         with self._lock:
             self.stats.tapped += len(updates)
-        if not self._put(("updates", uuid.uuid4().hex[:12], updates)):
+        request = transport.updates_request(self._run, uuid.uuid4().hex[:12], updates)
+        if not self._put(_Task("updates", request, count=len(updates), round=updates[0].round)):
             with self._lock:
                 self.stats.dropped += len(updates)
                 self.stats.errors.append(f"{len(updates)} updates dropped: queue full for {self._timeout}s")
 
-    def drain(self, timeout: float = 3600.0) -> bool:
-        """Wait until every submitted round and update is acknowledged."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            s = self.stats
-            return self._lock.wait_for(
-                lambda: (
-                    (s.analysed + s.dropped + s.failed >= s.tapped and s.rounds_analysed + s.rounds_dropped >= s.rounds_submitted)
-                    or not self._alive()
-                ),
-                timeout=max(0.0, deadline - time.monotonic()),
-            )
+    def score(self, attackers: Sequence[str]) -> None:
+        """Queue an interim fit of each attacker on what has arrived so far (``on_fit(name, True)`` when done)."""
+        for name in attackers:
+            with self._lock:
+                self._pending_fits += 1
+            if not self._put(_Task("fit", pb.FitRequest(run=self._run, attack=name), name=name, partial=True)):
+                with self._lock:
+                    self._pending_fits -= 1
+                    self.stats.errors.append(f"interim fit of {name} skipped: queue full for {self._timeout}s")
 
-    def _alive(self) -> bool:
-        alive = any(p.is_alive() for p in self._procs)
-        if not alive and not self._reported_dead:
-            self._reported_dead = True
-            codes = [p.exitcode for p in self._procs]
-            self.stats.errors.append(f"every attack worker exited (exit codes {codes}); work still queued was not analysed")
-        return alive
+    def _settled(self) -> bool:
+        s = self.stats
+        return (
+            s.analysed + s.dropped + s.failed >= s.tapped
+            and s.rounds_analysed + s.rounds_dropped >= s.rounds_submitted
+            and self._pending_fits <= 0
+        )
+
+    def drain(self, timeout: float = 3600.0) -> bool:
+        """Wait until every submitted round, update and interim fit is acknowledged (or failed)."""
+        with self._lock:
+            return self._lock.wait_for(self._settled, timeout=timeout)
 
     def fit(self, attackers: list[str], timeout: float = 3600.0) -> None:
         """Fit and score every attacker in parallel workers, after the stream is drained."""
         self.drain(timeout)
         for name in attackers:
-            if not self._put(("fit", name)):
+            with self._lock:
+                self.stats.fit_seconds.pop(name, None)
+            if not self._put(_Task("fit", pb.FitRequest(run=self._run, attack=name), name=name)):
                 with self._lock:
                     self.stats.fit_seconds[name] = float("nan")
                     self.stats.errors.append(f"fit of {name} not queued: queue full for {self._timeout}s")
         with self._lock:
-            self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in attackers) or not self._alive(), timeout=timeout)
+            done = self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in attackers), timeout=timeout)
+            if not done:
+                for n in attackers:
+                    if n not in self.stats.fit_seconds:
+                        self.stats.fit_seconds[n] = float("nan")
+                        self.stats.errors.append(f"fit of {n} did not finish within {timeout:.0f}s")
 
     def close(self) -> None:
-        for _ in self._procs:
-            try:
-                self._tasks.put(None, timeout=5)
-            except queue.Full:
-                break
-        for p in self._procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-        self._acks.put(None)
-        self._listener.join(timeout=5)
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        for w in self.local:
+            w.stop()
+        for ch in self._channels:
+            ch.close()

@@ -1,85 +1,205 @@
-"""An attack worker process: computes shadow updates, files anonymous updates, fits attackers.
+"""An attack worker: a gRPC AttackService that computes shadow updates, files anonymous updates
+and fits attackers, off the FL critical path.
 
-It runs off the FL critical path and sees only what ``attacks.records`` carries.
+The same process serves the simulation (the pool spawns it locally) and deployment
+(``leakbed attack-worker --port P --store DIR``). It sees only what ``attacks.records`` carries.
+Delivery is at-least-once: a batch redelivered after a lost acknowledgement (a worker killed
+between writing and replying) is recognised by its update ids and not filed twice, even when
+another worker wrote it first, because every worker reads the same store.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
 import time
-import traceback
-from multiprocessing.queues import Queue
-from typing import Any
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import grpc
 import numpy as np
 
+from attacks import transport
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
 from attacks.reidentify import fit_score
 from attacks.shadow import shadow_updates
 from attacks.suite import run_fit, run_round
+from attacks.transport import pb, pb_grpc
+from leakbed import telemetry
 from leakbed.store import UpdateStore
 
+log = logging.getLogger(__name__)
+KNOWLEDGE_FILE = "knowledge.pkl"
 
-def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> tuple[Any, ...]:
-    t0 = time.perf_counter()
+
+def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
     store.write_global(snap.round, snap.arrays)
     labels, vectors = shadow_updates(knowledge, snap)
     store.write_shadow(snap.round, labels, vectors)
     run_round(store, knowledge, snap)
-    return ("round", snap.round, time.perf_counter() - t0)
 
 
-def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> tuple[Any, ...]:
+def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> None:
     rnd = updates[0].round
     ids = [u.update_id for u in updates]
     store.write_anon(rnd, batch, ids, np.stack([u.vector for u in updates]), np.asarray([u.num_examples for u in updates]))
     if updates[0].arrays is not None:
         store.write_anon_full(rnd, batch, ids, [u.arrays or {} for u in updates])
-    return ("updates", rnd, len(updates))
 
 
-def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> tuple[Any, ...]:
-    t0 = time.perf_counter()
+def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> None:
     if name in knowledge.attack.suite:
         run_fit(store, knowledge, name)
-        return ("fit", name, time.perf_counter() - t0)
+        return
     x_train, y_train, _ = store.read_shadow()
     anon = store.read_anon()
     scores = fit_score(name, knowledge.attack, knowledge.seed, x_train, y_train, anon["vectors"])
     store.write_predictions(name, anon["ids"], anon["round"], scores.classes, scores.scores)
-    return ("fit", name, time.perf_counter() - t0)
 
 
-def worker_main(worker_id: int, knowledge_path: str, store_root: str, tasks: Queue, acks: Queue) -> None:
-    """Serve tasks until the ``None`` sentinel; every task is acknowledged, failures included."""
-    import pickle
-    from pathlib import Path
+@dataclass
+class _Run:
+    """One FL run's store as this worker sees it; the knowledge is read on first need."""
+
+    store: UpdateStore
+    knowledge: AttackerKnowledge | None = None
+    filed: set[str] = field(default_factory=set)  # update ids already in the store
+    read_files: set[str] = field(default_factory=set)
+
+    def attacker(self) -> AttackerKnowledge:
+        if self.knowledge is None:
+            self.knowledge = pickle.loads((self.store.root / KNOWLEDGE_FILE).read_bytes())
+        return self.knowledge
+
+    def refresh_filed(self) -> None:
+        """Add the ids of anonymous-update files written since the last look (by any worker)."""
+        for f in sorted((self.store.root / "anon").glob("r*.npz")):
+            if f.name not in self.read_files:
+                with np.load(f) as z:
+                    self.filed.update(str(i) for i in z["ids"])
+                self.read_files.add(f.name)
+
+
+class AttackService(pb_grpc.AttackServiceServicer):
+    """Runs one task at a time (a worker is one CPU's worth of attack work); Ping stays responsive."""
+
+    def __init__(self, root: str | Path) -> None:
+        self._root = Path(root).resolve()
+        self._runs: dict[str, _Run] = {}
+        self._lock = threading.Lock()
+
+    def _run(self, msg: pb.Run) -> _Run:
+        store = Path(msg.store).resolve()
+        if not store.is_relative_to(self._root):
+            raise ValueError(f"store {store} is outside this worker's --store root {self._root}")
+        key = f"{msg.run_id}:{store}"
+        if key not in self._runs:
+            self._runs[key] = _Run(UpdateStore(store))
+        return self._runs[key]
+
+    def _serve(self, kind: str, work) -> pb.Ack:  # noqa: ANN001 - a closure returning (stored, duplicates)
+        with self._lock:
+            t0 = time.perf_counter()
+            try:
+                stored, dups = work()
+                outcome, error = "ok", ""
+            except Exception as err:  # a failed task is acknowledged with its error, never lost
+                log.exception("%s task failed", kind)
+                stored, dups, outcome, error = 0, 0, "error", f"worker {os.getpid()}: {type(err).__name__}: {err}"
+            seconds = time.perf_counter() - t0
+        telemetry.WORKER_TASKS.labels(kind=kind, outcome=outcome).inc()
+        telemetry.WORKER_TASK_DURATION.labels(kind=kind).observe(seconds)
+        return pb.Ack(error=error, seconds=seconds, stored=stored, duplicates=dups, worker_pid=os.getpid())
+
+    def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802 - gRPC method name
+        return pb.Ack(worker_pid=os.getpid())
+
+    def Round(self, request: pb.RoundRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802
+        def work() -> tuple[int, int]:
+            run = self._run(request.run)
+            _handle_round(run.store, run.attacker(), transport.snapshot_of(request))
+            return 0, 0
+
+        return self._serve("round", work)
+
+    def Updates(self, request: pb.UpdatesRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802
+        def work() -> tuple[int, int]:
+            run = self._run(request.run)
+            run.refresh_filed()
+            updates = transport.updates_of(request)
+            fresh = [u for u in updates if u.update_id not in run.filed]
+            if fresh:
+                _handle_updates(run.store, request.batch_id, fresh)
+                run.filed.update(u.update_id for u in fresh)
+            dups = len(updates) - len(fresh)
+            telemetry.WORKER_UPDATES_STORED.inc(len(fresh))
+            telemetry.WORKER_DUPLICATES.inc(dups)
+            return len(fresh), dups
+
+        return self._serve("updates", work)
+
+    def Fit(self, request: pb.FitRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802
+        def work() -> tuple[int, int]:
+            run = self._run(request.run)
+            _handle_fit(run.store, run.attacker(), request.attack)
+            return 0, 0
+
+        return self._serve("fit", work)
+
+
+def serve(port: int, store_root: str | Path, host: str = "127.0.0.1", metrics_port: int = 0) -> grpc.Server:
+    """Start the AttackService on ``host:port`` (and /metrics on ``metrics_port`` when > 0)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=transport.GRPC_OPTIONS)
+    pb_grpc.add_AttackServiceServicer_to_server(AttackService(store_root), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port}")
+    server.start()
+    if metrics_port:
+        telemetry.start_http_server(metrics_port, host, registry=telemetry.WORKER_REGISTRY)
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m attacks.worker --port P --store DIR``: serve until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="leakbed attack-worker", description="Serve the attack service over gRPC.")
+    parser.add_argument("--port", type=int, required=True, help="gRPC port [port]")
+    parser.add_argument("--store", required=True, help="root folder the run stores live under (shared with the server)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none [port]")
+    args = parser.parse_args(argv)
+    if not 1 <= args.port <= 65535 or not 0 <= args.metrics_port <= 65535:
+        parser.exit(2, "attack-worker: --port must be 1..65535 and --metrics-port 0..65535\n")
+    root = Path(args.store)
+    if not root.is_dir():
+        parser.exit(2, f"attack-worker: --store {root}: no such folder\n")
 
     import torch
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
     threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
-    knowledge: AttackerKnowledge = pickle.loads(Path(knowledge_path).read_bytes())
-    store = UpdateStore(store_root)
-    while (task := tasks.get()) is not None:
-        kind = task[0]
-        try:
-            if kind == "round":
-                ack = _handle_round(store, knowledge, task[1])
-            elif kind == "updates":
-                ack = _handle_updates(store, task[1], task[2])
-            elif kind == "fit":
-                ack = _handle_fit(store, knowledge, task[1])
-            else:
-                raise ValueError(f"unknown task {kind!r}")
-        except Exception as err:  # a failed task is reported, never lost
-            ack = (
-                "error",
-                kind,
-                task[1] if len(task) > 1 and isinstance(task[1], str) else None,
-                f"worker {worker_id}: {type(err).__name__}: {err}",
-                traceback.format_exc(limit=3),
-                len(task[2]) if kind == "updates" else 0,
-            )
-        acks.put(ack)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s attack-worker %(levelname)s %(message)s")
+    try:
+        server = serve(args.port, root, args.host, args.metrics_port)
+    except OSError as err:
+        print(f"attack-worker: {err}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("listening on %s:%d (store root %s, pid %d)", args.host, args.port, root, os.getpid())
+    stop.wait()
+    server.stop(grace=5).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,8 @@ stamp=.venv/.leakbed-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  .venv/bin/python -m pip install --quiet -e ".[test,build]"
   echo "$want" > "$stamp"
 fi
+# The attack service's gRPC code is a build output (gitignored): compile it on every setup (well under a second).
+.venv/bin/python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto

@@ -1,9 +1,11 @@
+import time
 from dataclasses import replace
 
 import numpy as np
 import torch
 
 from attacks import AnonymousUpdate, AttackerKnowledge, AttackPool, RoundSnapshot
+from attacks.pool import free_port
 from leakbed.data import federation
 from leakbed.models import attack_keys, build_model
 from leakbed.store import UpdateStore
@@ -87,16 +89,77 @@ def test_a_full_queue_counts_drops(tmp_path):
     assert s.tapped == 10 and s.analysed + s.dropped + s.failed == s.tapped and s.dropped > 0
 
 
-def test_dead_workers_are_reported(tmp_path):
+def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path):
     knowledge, arrays, keys = _knowledge()
-    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=5)
+    dim = sum(arrays[k].size for k in keys)
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=16, submit_timeout=30, retry_seconds=120)
     try:
-        for p in pool._procs:
-            p.kill()
-            p.join()
-        pool.submit_updates(_anon(1, 2, 7, np.random.default_rng(1)))
-        assert pool.drain(10) is False or pool.stats.analysed == 0
-        pool.fit(["knn"], timeout=10)
+        pool.submit_updates(_anon(1, 2, dim, np.random.default_rng(1)))
+        assert pool.drain(120)
+        first = pool.local[0].proc
+        first.kill()
+        first.wait()
+        for rnd in (2, 3):  # tapped while the worker is down: queued, then delivered to its successor
+            pool.submit_updates(_anon(rnd, 2, dim, np.random.default_rng(rnd)))
+        assert pool.drain(120)
+        assert pool.local[0].proc is not first and pool.local[0].proc.poll() is None
     finally:
         pool.close()
-    assert pool.stats.analysed == 0 and any("exited" in e for e in pool.stats.errors)
+    s = pool.stats
+    assert s.worker_restarts == 1 and (s.tapped, s.analysed, s.dropped, s.failed) == (6, 6, 0, 0)
+    assert len(UpdateStore(tmp_path).read_anon()["ids"]) == 6
+
+
+def test_several_workers_share_the_load(tmp_path):
+    knowledge, arrays, keys = _knowledge()
+    pool = AttackPool(knowledge, str(tmp_path), workers=2, queue_size=16, submit_timeout=30)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(pool._healthy) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for rnd in range(1, 5):
+            pool.submit_round(RoundSnapshot(rnd, arrays, TRAIN))
+        assert pool.drain(120)
+    finally:
+        pool.close()
+    assert pool.stats.rounds_analysed == 4 and not pool.stats.errors
+    assert sorted(pool.stats.tasks_by_worker) == ["0", "1"], pool.stats.tasks_by_worker
+
+
+def test_unreachable_workers_fail_tasks_after_the_retry_window(tmp_path):
+    knowledge, arrays, keys = _knowledge()
+    port = free_port()  # nothing listens there
+    pool = AttackPool(
+        knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=5, addresses=[f"127.0.0.1:{port}"], retry_seconds=1
+    )
+    try:
+        pool.submit_updates(_anon(1, 2, 7, np.random.default_rng(1)))
+        assert pool.drain(30)
+        pool.fit(["knn"], timeout=30)
+    finally:
+        pool.close()
+    s = pool.stats
+    assert (s.analysed, s.failed) == (0, 2) and any("no attack worker reachable" in e for e in s.errors)
+    assert s.fit_seconds["knn"] != s.fit_seconds["knn"]  # NaN: not fitted
+
+
+def test_interim_scores_reach_the_callback(tmp_path):
+    knowledge, arrays, keys = _knowledge()
+    dim = sum(arrays[k].size for k in keys)
+    seen = []
+    pool = AttackPool(
+        knowledge, str(tmp_path), workers=1, queue_size=8, submit_timeout=30, on_fit=lambda n, p: seen.append((n, p))
+    )
+    try:
+        pool.submit_round(RoundSnapshot(1, arrays, TRAIN))
+        pool.submit_updates(_anon(1, 3, dim, np.random.default_rng(0)))
+        pool.score(["knn"])
+        assert pool.drain(120)
+        partial = UpdateStore(tmp_path).read_predictions("knn")
+        pool.submit_round(RoundSnapshot(2, arrays, TRAIN))
+        pool.submit_updates(_anon(2, 3, dim, np.random.default_rng(1)))
+        pool.fit(["knn"], timeout=120)
+    finally:
+        pool.close()
+    assert seen == [("knn", True), ("knn", False)] and pool.stats.partial_fits == 1
+    assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path).read_predictions("knn")["ids"]) == 6
