@@ -19,7 +19,7 @@ from leakbed.updates import delta_vector
 
 def shadow_updates(knowledge: AttackerKnowledge, snapshot: RoundSnapshot) -> tuple[list[str], np.ndarray]:
     """(identities, vectors) of one shadow update per known user at this round."""
-    cfg = TrainConfig(**{k: snapshot.train_config[k] for k in ("epochs", "batch_size", "lr", "optimizer", "momentum")})
+    cfg = TrainConfig.from_config(snapshot.train_config)
     device = pick_device(knowledge.device)
     model = build_model(knowledge.model, knowledge.corpus_meta)
     labels, vectors = [], []

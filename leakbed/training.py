@@ -25,9 +25,22 @@ class TrainConfig:
     lr: float
     optimizer: str
     momentum: float
+    steps: int = 0  # local batches per round; 0 = full epochs (FedSGD-style: 1)
 
     def to_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
+
+    @classmethod
+    def from_config(cls, conf: dict[str, float | int | str]) -> TrainConfig:
+        """From the round's training config as the server sent it (``steps`` absent = full epochs)."""
+        return cls(
+            int(conf["epochs"]),
+            int(conf["batch_size"]),
+            float(conf["lr"]),
+            str(conf["optimizer"]),
+            float(conf["momentum"]),
+            int(conf.get("steps", 0)),
+        )
 
 
 def pick_device(preference: str = "auto") -> torch.device:
@@ -51,24 +64,33 @@ def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
-def local_update(model: nn.Module, data: UserData, task: Task, cfg: TrainConfig, *, seed: int, device: torch.device) -> float:
-    """Train ``model`` in place for E epochs of batch-B steps; returns the mean training loss."""
+def batch_indices(n: int, cfg: TrainConfig, seed: int) -> list[torch.Tensor]:
+    """The example indices of each local step, in order: E epochs of shuffled batch-B steps, cut
+    after ``cfg.steps`` batches when > 0 (a device can report which examples its update used)."""
     gen = torch.Generator().manual_seed(seed)
+    out: list[torch.Tensor] = []
+    epochs = 0
+    while n and (len(out) < cfg.steps if cfg.steps else epochs < cfg.epochs):
+        order = torch.randperm(n, generator=gen)
+        out += [order[start : start + cfg.batch_size] for start in range(0, n, cfg.batch_size)]
+        epochs += 1
+    return out[: cfg.steps] if cfg.steps else out
+
+
+def local_update(model: nn.Module, data: UserData, task: Task, cfg: TrainConfig, *, seed: int, device: torch.device) -> float:
+    """Train ``model`` in place for E epochs (or ``cfg.steps`` batches) of batch-B steps; returns the mean training loss."""
     x = torch.from_numpy(data.x)
     y = torch.from_numpy(data.y)
     model.to(device).train()
     opt = _optimizer(model, cfg)
     total, steps = 0.0, 0
-    for _ in range(cfg.epochs):
-        order = torch.randperm(len(x), generator=gen)
-        for start in range(0, len(x), cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            opt.zero_grad()
-            loss = loss_fn(task, model(x[idx].to(device)), y[idx].to(device))
-            loss.backward()
-            opt.step()
-            total += float(loss.detach())
-            steps += 1
+    for idx in batch_indices(len(x), cfg, seed):
+        opt.zero_grad()
+        loss = loss_fn(task, model(x[idx].to(device)), y[idx].to(device))
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        steps += 1
     return total / max(steps, 1)
 
 

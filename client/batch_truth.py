@@ -1,0 +1,36 @@
+"""Per-update facts a device reports in its sealed truth record, for the referee only.
+
+Property inference (seed 002 §7.1.4) is scored against whether the examples behind an update held
+the property and what share did; membership inference (§7.1.3) against which records the update's
+batches used. Records are named by a content hash (crc32 of the token/pixel bytes), so the referee
+can match them to its own copy of the data without any index bookkeeping across defenses.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from leakbed.data.corpus import UserData
+from leakbed.training import TrainConfig, batch_indices
+
+
+def record_hash(x: np.ndarray) -> int:
+    """A record's name: crc32 of its contiguous bytes."""
+    return zlib.crc32(np.ascontiguousarray(x).tobytes())
+
+
+def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -> dict[str, object]:
+    """``has-property`` / ``property-fraction`` of the examples the update's batches used (when the
+    data carries a ``property`` attribute), and their record hashes when ``records``."""
+    used = batch_indices(len(data), cfg, seed)
+    idx = np.unique(np.concatenate([b.numpy() for b in used])) if used else np.empty(0, np.int64)
+    out: dict[str, object] = {"batch-examples": int(len(idx))}
+    if "property" in data.attrs:
+        prop = np.asarray(data.attrs["property"])[idx].astype(bool)
+        out["has-property"] = int(prop.any())
+        out["property-fraction"] = float(prop.mean()) if len(prop) else 0.0
+    if records:
+        out["batch-records"] = [record_hash(data.x[i]) for i in idx]
+    return out
