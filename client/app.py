@@ -16,6 +16,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from client.batch_truth import batch_truth
+from client.property_plan import planned_data
 from defenses.augment import apply_data_defenses
 from defenses.update_mods import update_defense_mod
 from leakbed.config import ExperimentConfig
@@ -46,9 +48,15 @@ def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(1)
     cfg, fed, pid, model = _setup(msg, context)
     conf = msg.content.config_records["config"]
-    data = apply_data_defenses(cfg, fed, fed.user_ids[pid], fed.private(pid))
+    own = planned_data(cfg, fed.user_ids, fed.user_ids[pid], fed.private(pid), int(conf["server-round"]))
+    data = apply_data_defenses(cfg, fed, fed.user_ids[pid], own)
     tcfg = TrainConfig(
-        int(conf["epochs"]), int(conf["batch_size"]), float(conf["lr"]), str(conf["optimizer"]), float(conf["momentum"])
+        int(conf["epochs"]),
+        int(conf["batch_size"]),
+        float(conf["lr"]),
+        str(conf["optimizer"]),
+        float(conf["momentum"]),
+        int(conf.get("steps", cfg.fl.local_steps)),
     )
     seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{pid}/device".encode())
     torch.manual_seed(seed)
@@ -57,7 +65,9 @@ def train(msg: Message, context: Context) -> Message:
         {
             "arrays": ArrayRecord(model.cpu().state_dict()),
             "metrics": MetricRecord({"num-examples": len(data), "train-loss": loss}),
-            TRUTH_KEY: ConfigRecord({"user-id": fed.user_ids[pid]}),
+            TRUTH_KEY: ConfigRecord(
+                {"user-id": fed.user_ids[pid], **batch_truth(data, tcfg, seed, records="membership" in cfg.attack.suite)}
+            ),
         }
     )
     return Message(content=content, reply_to=msg)

@@ -54,6 +54,7 @@ def _train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
             "lr": cfg.fl.lr,
             "optimizer": cfg.fl.optimizer,
             "momentum": cfg.fl.momentum,
+            "steps": cfg.fl.local_steps,
             "experiment": cfg.model_dump_json(),
             "prior-rule": rule,
         }

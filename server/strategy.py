@@ -23,7 +23,7 @@ from server.shuffler import Shuffler
 from server.validation import reply_problem
 
 log = logging.getLogger(__name__)
-TRAIN_KEYS = ("epochs", "batch_size", "lr", "optimizer", "momentum")
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "optimizer", "momentum", "steps")
 
 
 @dataclass
