@@ -1,0 +1,86 @@
+"""The gRPC attack service: transport round trip, at-least-once de-duplication, store-root guard."""
+
+import grpc
+import numpy as np
+import pytest
+
+from attacks import AnonymousUpdate, RoundSnapshot, transport
+from attacks.pool import free_port
+from attacks.transport import pb, pb_grpc
+from attacks.worker import main, serve
+from leakbed import telemetry
+from leakbed.store import UpdateStore
+
+
+def _update(uid: str, rnd: int = 1, full: bool = False) -> AnonymousUpdate:
+    rng = np.random.default_rng(int(uid, 16))
+    arrays = {"fc.weight": rng.normal(size=(3, 4)).astype(np.float32), "fc.bias": np.zeros(3, np.float64)} if full else None
+    return AnonymousUpdate(uid, rnd, rng.normal(size=5).astype(np.float32), 7, arrays)
+
+
+def test_records_survive_the_wire_exactly():
+    run = transport.run_msg("r", "/tmp/x")
+    ups = [_update("0a", full=True), _update("0b", full=True)]
+    back = transport.updates_of(pb.UpdatesRequest.FromString(transport.updates_request(run, "b1", ups).SerializeToString()))
+    for a, b in zip(ups, back, strict=True):
+        assert (a.update_id, a.round, a.num_examples) == (b.update_id, b.round, b.num_examples)
+        np.testing.assert_array_equal(a.vector, b.vector)
+        assert b.vector.dtype == np.float32 and b.arrays["fc.bias"].dtype == np.float64
+        np.testing.assert_array_equal(a.arrays["fc.weight"], b.arrays["fc.weight"])
+    assert transport.updates_of(transport.updates_request(run, "b", [_update("0c")]))[0].arrays is None
+    snap = RoundSnapshot(3, {"w": np.arange(6.0).reshape(2, 3)}, {"lr": 0.1, "optimizer": "sgd", "epochs": 1})
+    got = transport.snapshot_of(transport.round_request(run, snap))
+    assert got.round == 3 and got.train_config == snap.train_config
+    np.testing.assert_array_equal(got.arrays["w"], snap.arrays["w"])
+
+
+@pytest.fixture
+def two_workers(tmp_path):
+    ports = [free_port(), free_port()]
+    servers = [serve(p, tmp_path) for p in ports]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{p}") for p in ports]
+    yield [pb_grpc.AttackServiceStub(c) for c in channels]
+    for c in channels:
+        c.close()
+    for s in servers:
+        s.stop(0)
+
+
+def test_a_redelivered_batch_is_filed_once_whichever_worker_gets_it(tmp_path, two_workers):
+    a, b = two_workers
+    run = transport.run_msg("run1", str(tmp_path / "store"))
+    dups_before = telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_duplicates_total") or 0.0
+    batch = transport.updates_request(run, "b1", [_update("01"), _update("02")])
+    first = a.Updates(batch, timeout=30)
+    again = b.Updates(batch, timeout=30)  # the ack of `first` was "lost": the pool retries on another worker
+    overlap = b.Updates(transport.updates_request(run, "b2", [_update("02"), _update("03")]), timeout=30)
+    assert (first.stored, first.duplicates, first.error) == (2, 0, "")
+    assert (again.stored, again.duplicates) == (0, 2)
+    assert (overlap.stored, overlap.duplicates) == (1, 1)
+    ids = UpdateStore(tmp_path / "store").read_anon()["ids"]
+    assert sorted(map(str, ids)) == ["01", "02", "03"]
+    assert telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_duplicates_total") - dups_before == 3
+
+
+def test_a_store_outside_the_worker_root_is_refused(tmp_path, two_workers):
+    ack = two_workers[0].Updates(transport.updates_request(transport.run_msg("r", "/"), "b", [_update("01")]), timeout=30)
+    assert "outside this worker's --store root" in ack.error and ack.stored == 0
+    assert not list(tmp_path.rglob("*.npz"))
+
+
+def test_a_failing_task_is_acknowledged_with_its_error(tmp_path, two_workers):
+    run = transport.run_msg("r", str(tmp_path / "s"))  # no knowledge.pkl there
+    before = telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_tasks_total", {"kind": "fit", "outcome": "error"}) or 0.0
+    ack = two_workers[1].Fit(pb.FitRequest(run=run, attack="knn"), timeout=30)
+    assert "FileNotFoundError" in ack.error and ack.worker_pid > 0
+    after = telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_tasks_total", {"kind": "fit", "outcome": "error"})
+    assert after == before + 1
+
+
+def test_worker_cli_rejects_bad_input_before_starting(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--port", "5", "--store", str(tmp_path / "missing")])
+    assert exc.value.code == 2 and "no such folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--port", "70000", "--store", str(tmp_path)])
+    assert exc.value.code == 2
