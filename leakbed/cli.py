@@ -154,6 +154,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compose(args: argparse.Namespace) -> int:
+    from leakbed.compose import ComposeError, render, run_config, write_all
+
+    try:
+        if args.write:
+            for path in write_all(args.supernodes, args.workers):
+                print(f"wrote {path}", file=sys.stderr)
+        else:
+            print(render(args.file, args.supernodes, args.workers), end="")
+    except ComposeError as err:
+        return _fail(str(err))
+    hint = run_config(args.supernodes, args.workers)
+    print(f'start a run: flwr run . leakbed-compose --stream --run-config "{hint}"', file=sys.stderr)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -180,6 +196,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)
+    c = sub.add_parser("compose", help="render docker-compose.yml (N SuperNodes, W attack workers), its overlays, prometheus.yml")
+    c.add_argument("--supernodes", type=int, default=3, help="SuperNodes = users, one per partition-id (default 3)")
+    c.add_argument("--workers", type=int, default=2, help="attack workers (default 2)")
+    c.add_argument("--file", default="base", help="which file to print: base, tls, gpu or prometheus (default base)")
+    c.add_argument("--write", action="store_true", help="write all four files into the repository instead of printing one")
+    c.set_defaults(fn=cmd_compose)
     return p
 
 

@@ -1,0 +1,147 @@
+"""Render the docker compose files of a deployment with N SuperNodes and W attack workers.
+
+Compose has no per-replica index, and every SuperNode needs its own ``partition-id`` (its user),
+so the per-device services are written out one by one from the templates in
+``deploy/templates/`` (``__I__`` = index, ``__N__`` = SuperNodes, ``__PORT__`` = the SuperNode's
+runtime port, ``__W__`` = workers). The committed ``docker-compose.yml``, its overlays
+``deploy/compose.tls.yml`` and ``deploy/compose.gpu.yml`` and ``deploy/prometheus/prometheus.yml``
+are the rendering for the defaults; a test checks they equal a fresh one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "deploy" / "templates"
+DEFAULT_SUPERNODES = 3
+DEFAULT_WORKERS = 2
+MAX_SUPERNODES = 1000
+MAX_WORKERS = 64
+RUNTIME_PORT = 9094  # SuperNode i serves its runtime API on RUNTIME_PORT + i
+WORKER_PORT = 9500
+WORKER_METRICS_PORT = 9501
+SERVER_METRICS_PORT = 9400
+
+# file name (relative to the repository root) -> what it is
+FILES = {
+    "docker-compose.yml": "base",
+    "deploy/compose.tls.yml": "tls",
+    "deploy/compose.gpu.yml": "gpu",
+    "deploy/prometheus/prometheus.yml": "prometheus",
+}
+
+
+class ComposeError(ValueError):
+    """Bad rendering parameters (one line, for the CLI)."""
+
+
+def _header(kind: str, supernodes: int, workers: int) -> str:
+    what = {
+        "base": "SuperLink, ServerApp SuperExec, a SuperNode + ClientApp SuperExec per user, attack workers, Prometheus, Grafana",
+        "tls": "overlay: TLS on the SuperLink (certificates from deploy/certs.sh) and SuperNode authentication",
+        "gpu": "overlay: the ClientApp SuperExecs on a CUDA image with a GPU reservation",
+        "prometheus": "Prometheus scrape config: the ServerApp's and every attack worker's /metrics",
+    }[kind]
+    return (
+        f"# {what}.\n"
+        f"# Rendered by `leakbed compose --supernodes {supernodes} --workers {workers} --write` from deploy/templates/;\n"
+        "# edit the templates and re-render rather than editing this file.\n"
+    )
+
+
+def _load(name: str, **tokens: int | str) -> dict:
+    text = (TEMPLATES / name).read_text()
+    for key, value in tokens.items():
+        text = text.replace(f"__{key}__", str(value))
+    return yaml.safe_load(text)
+
+
+def _check(supernodes: int, workers: int) -> None:
+    if not 1 <= supernodes <= MAX_SUPERNODES:
+        raise ComposeError(f"--supernodes {supernodes}: must be 1..{MAX_SUPERNODES}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ComposeError(f"--workers {workers}: must be 1..{MAX_WORKERS}")
+    if not TEMPLATES.is_dir():
+        raise ComposeError(f"{TEMPLATES}: templates not found (run from a clone of the repository)")
+
+
+def _per_device(template: str, supernodes: int, workers: int) -> dict:
+    services: dict = {}
+    for i in range(supernodes):
+        services.update(_load(template, I=i, N=supernodes, PORT=RUNTIME_PORT + i, W=workers)["services"])
+    return services
+
+
+def worker_addresses(workers: int) -> list[str]:
+    """The ``attack.worker_addresses`` of the ServerApp inside the compose network."""
+    return [f"attack-worker-{w}:{WORKER_PORT}" for w in range(workers)]
+
+
+def render_base(supernodes: int, workers: int) -> dict:
+    doc = _load("base.yml", N=supernodes, W=workers)
+    services = doc["services"]
+    for w in range(workers):
+        services.update(_load("attack-worker.yml", I=w, N=supernodes, W=workers)["services"])
+    services["serverapp"]["depends_on"] = ["superlink", *(f"attack-worker-{w}" for w in range(workers))]
+    services.update(_per_device("supernode.yml", supernodes, workers))
+    return doc
+
+
+def render_tls(supernodes: int, workers: int) -> dict:
+    doc = _load("tls.yml", N=supernodes, W=workers)
+    doc["services"].update(_per_device("tls-supernode.yml", supernodes, workers))
+    doc["secrets"].update(_per_device_secrets(supernodes))
+    return doc
+
+
+def _per_device_secrets(supernodes: int) -> dict:
+    return {f"node-{i}-key": {"file": f"./deploy/certs/node-{i}"} for i in range(supernodes)}
+
+
+def render_gpu(supernodes: int, workers: int) -> dict:
+    return {"services": _per_device("gpu-clientapp.yml", supernodes, workers)}
+
+
+def render_prometheus(supernodes: int, workers: int) -> dict:
+    doc = _load("prometheus.yml", N=supernodes, W=workers)
+    for job in doc["scrape_configs"]:
+        if job["job_name"] == "leakbed-workers":
+            job["static_configs"] = [{"targets": [f"attack-worker-{w}:{WORKER_METRICS_PORT}" for w in range(workers)]}]
+    return doc
+
+
+RENDERERS = {"base": render_base, "tls": render_tls, "gpu": render_gpu, "prometheus": render_prometheus}
+
+
+def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAULT_WORKERS) -> str:
+    """One file's text: ``kind`` is base, tls, gpu or prometheus."""
+    _check(supernodes, workers)
+    if kind not in RENDERERS:
+        raise ComposeError(f"--file {kind}: must be one of {', '.join(RENDERERS)}")
+    body = yaml.safe_dump(RENDERERS[kind](supernodes, workers), sort_keys=False, default_flow_style=False, width=120)
+    return _header(kind, supernodes, workers) + body
+
+
+def render_all(supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAULT_WORKERS) -> dict[str, str]:
+    """Every rendered file, keyed by its path relative to the repository root."""
+    return {path: render(kind, supernodes, workers) for path, kind in FILES.items()}
+
+
+def write_all(supernodes: int, workers: int, root: Path = ROOT) -> list[Path]:
+    written = []
+    for rel, text in render_all(supernodes, workers).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def run_config(supernodes: int, workers: int, config: str = "/app/configs/quickstart.toml") -> str:
+    """The ``flwr run --run-config`` value matching a rendering: users = SuperNodes, the workers' addresses."""
+    addresses = ",".join(f'\\"{a}\\"' for a in worker_addresses(workers))  # \" : the value goes inside "..." in a shell
+    overrides = f"data.synthetic.users={supernodes} attack.worker_addresses=[{addresses}]"
+    return f"config='{config}' set='{overrides}'"
