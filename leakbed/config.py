@@ -6,6 +6,7 @@ description, so a run directory's frozen ``config.toml`` fully determines the ru
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +24,9 @@ DefenseName = Literal[
 SUITE_ATTACKS: tuple[str, ...] = ("property", "membership", "aggregate-property")
 SUITE_ATTACKS += ("open-world", "matching", "cross-modal", "profile", "attributes")  # seed 001 §4.3, §5.2.2, §6.1
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
+
+
+_HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
 
 
 class Section(BaseModel):
@@ -140,6 +144,9 @@ class FLConfig(Section):
     optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer [name]")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum [1]")
     round_timeout: float = Field(600.0, gt=0.0, le=86_400.0, description="reply timeout per round [s]")
+    max_reply_mb: float = Field(
+        0.0, ge=0.0, le=65_536.0, description="replies carrying more array data are rejected; 0 = twice the global model [MiB]"
+    )
     local_steps: int = Field(
         0, ge=0, le=1_000_000, description="local batches per round; 0 = full local epochs, 1 = FedSGD-style one batch [batches]"
     )
@@ -260,6 +267,17 @@ class AttackConfig(Section):
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
+    worker_addresses: list[str] = Field(
+        [],
+        max_length=64,
+        description="host:port of running attack workers (deployment); empty = spawn `workers` local ones [addresses]",
+    )
+    retry_seconds: float = Field(
+        120.0, gt=0.0, le=86_400.0, description="redeliver a task to other workers this long before counting it failed [s]"
+    )
+    score_every: int = Field(
+        0, ge=0, le=100_000, description="score the attackers on what has arrived every N rounds; 0 = only at the end [rounds]"
+    )
     open_world: OpenWorldConfig = OpenWorldConfig()
     matching: MatchingConfig = MatchingConfig()
     cross_modal: CrossModalConfig = CrossModalConfig()
@@ -277,7 +295,23 @@ class AttackConfig(Section):
             raise ValueError(f"unknown attack {unknown[0]!r} in suite; known: {', '.join(SUITE_ATTACKS) or 'none'}")
         if len(set(self.suite)) != len(self.suite):
             raise ValueError("suite attacks must not repeat")
+        bad = [a for a in self.worker_addresses if not _HOST_PORT.fullmatch(a)]
+        if bad:
+            raise ValueError(f"worker_addresses: {bad[0]!r} is not host:port")
         return self
+
+
+class TelemetryConfig(Section):
+    """Prometheus metrics of the ServerApp and the attack workers (names in ``leakbed.telemetry``)."""
+
+    port: int = Field(0, ge=0, le=65_535, description="ServerApp /metrics port; 0 = no endpoint [port]")
+    host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address the /metrics endpoints listen on [host]")
+    hold_seconds: float = Field(
+        0.0, ge=0.0, le=86_400.0, description="keep /metrics up this long after the run so a last scrape sees the end values [s]"
+    )
+    worker_port: int = Field(
+        0, ge=0, le=65_535, description="/metrics of the first locally spawned attack worker, the next on +1...; 0 = none [port]"
+    )
 
 
 class SimulationConfig(Section):
@@ -354,6 +388,7 @@ class ExperimentConfig(Section):
     defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
     background: BackgroundConfig = BackgroundConfig()
     shuffler: ShufflerConfig = ShufflerConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")
     def _needs_path(self) -> ExperimentConfig:
