@@ -1,0 +1,77 @@
+"""The app images: hadolint-clean, built from the project with its exact pins, matching the compose files."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.tools import REPO, hadolint, run
+
+DOCKERFILES = sorted((REPO / "deploy/docker").glob("*.Dockerfile"))
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def flwr_version() -> str:
+    pins = [d for d in PYPROJECT["project"]["dependencies"] if d.startswith("flwr[") or d.startswith("flwr==")]
+    assert len(pins) == 1
+    return pins[0].split("==")[1]
+
+
+def test_there_is_a_cpu_and_a_cuda_image() -> None:
+    assert [p.name for p in DOCKERFILES] == ["app-cuda.Dockerfile", "app.Dockerfile"]
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_passes(path: Path) -> None:
+    out = run([hadolint(), str(path)])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_hadolint_flags_a_bad_dockerfile(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\nRUN cd /tmp\n")
+    out = run([hadolint(), str(bad)])
+    assert out.returncode != 0 and "DL3007" in out.stdout
+
+
+def test_every_dependency_is_pinned_exactly() -> None:
+    """The images install pyproject.toml's dependencies, so those pins are the images' pins."""
+    extras = PYPROJECT["project"].get("optional-dependencies", {})
+    for dep in [*PYPROJECT["project"]["dependencies"], *extras.get("build", [])]:
+        assert re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[0-9][A-Za-z0-9.+\-]*", dep), dep
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_image_copies_every_package_and_keeps_the_context_small(path: Path) -> None:
+    text = path.read_text()
+    packages = {p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]}
+    copied = set(re.findall(r"^COPY --chown=\S+ (\S+) ", text, re.M))
+    assert packages | {"pyproject.toml", "proto", "configs"} <= copied
+    assert "pip install --no-cache-dir" in text and "grpc_tools.protoc" in text
+    assert re.search(r"^USER 49999", text, re.M) and re.search(r"^ENTRYPOINT \[\"flower-superexec\"\]", text, re.M)
+    ignore = (path.parent / f"{path.name}.dockerignore").read_text().split()
+    assert ignore[ignore.index("*") :][0] == "*", "the build context must start from nothing (.venv is GBs)"
+    assert {f"!{p}/" for p in packages} <= set(ignore)
+
+
+def test_images_follow_the_pinned_flower_version() -> None:
+    version = flwr_version()
+    cpu = (REPO / "deploy/docker/app.Dockerfile").read_text()
+    assert f"ARG FLWR_VERSION={version}" in cpu and "FROM flwr/superexec:${FLWR_VERSION}-py3.11-" in cpu
+    assert "download.pytorch.org/whl/cpu" in cpu
+    assert "FROM python:3.11." in (REPO / "deploy/docker/app-cuda.Dockerfile").read_text()
+    files = [REPO / "docker-compose.yml", REPO / "deploy/compose.tls.yml", REPO / "deploy/compose.gpu.yml"]
+    dockerfiles = set()
+    for f in files:
+        for svc in yaml.safe_load(f.read_text())["services"].values():
+            image = svc.get("image", "")
+            if image.startswith("flwr/"):
+                assert image.endswith(f":${{FLWR_VERSION:-{version}}}"), image
+            if "build" in svc:
+                dockerfiles.add(svc["build"]["dockerfile"])
+                assert svc["build"]["context"] == "."
+    assert dockerfiles == {str(p.relative_to(REPO)) for p in DOCKERFILES}
