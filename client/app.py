@@ -17,9 +17,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from client.batch_truth import batch_truth
+from client.user_facts import user_facts
 from client.property_plan import planned_data
 from defenses.augment import apply_data_defenses
+from defenses.dp import dp_mod
+from defenses.dropout import device_dropout, dropout_during
 from defenses.update_mods import update_defense_mod
+from defenses.vocabulary import restrict_vocabulary, vocab_mod
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, federation
 from leakbed.models import build_model
@@ -27,7 +31,8 @@ from leakbed.training import TrainConfig, evaluate, local_update, pick_device
 
 TRUTH_KEY = "leakbed-truth"
 
-app = ClientApp(mods=[update_defense_mod])
+# Outermost first: DP clips (and noises) what the update-level defenses leave; vocab acts on the raw update.
+app = ClientApp(mods=[dp_mod, update_defense_mod, vocab_mod])
 
 
 def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, Federation, int, torch.nn.Module]:
@@ -50,6 +55,7 @@ def train(msg: Message, context: Context) -> Message:
     conf = msg.content.config_records["config"]
     own = planned_data(cfg, fed.user_ids, fed.user_ids[pid], fed.private(pid), int(conf["server-round"]))
     data = apply_data_defenses(cfg, fed, fed.user_ids[pid], own)
+    data = restrict_vocabulary(cfg, fed, fed.user_ids[pid], data)
     tcfg = TrainConfig(
         int(conf["epochs"]),
         int(conf["batch_size"]),
@@ -60,13 +66,18 @@ def train(msg: Message, context: Context) -> Message:
     )
     seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{pid}/device".encode())
     torch.manual_seed(seed)
-    loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
+    with dropout_during(model, device_dropout(cfg, fed.user_ids, fed.user_ids[pid])):
+        loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
     content = RecordDict(
         {
             "arrays": ArrayRecord(model.cpu().state_dict()),
             "metrics": MetricRecord({"num-examples": len(data), "train-loss": loss}),
             TRUTH_KEY: ConfigRecord(
-                {"user-id": fed.user_ids[pid], **batch_truth(data, tcfg, seed, records="membership" in cfg.attack.suite)}
+                {
+                    "user-id": fed.user_ids[pid],
+                    **batch_truth(data, tcfg, seed, records="membership" in cfg.attack.suite),
+                    **user_facts(fed.private(pid), fed.corpus),
+                }
             ),
         }
     )

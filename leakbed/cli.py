@@ -27,12 +27,15 @@ def _fail(message: str) -> int:
 
 def preflight(cfg: ExperimentConfig) -> None:
     """Load every prior's federation and build the model once, so bad input fails before anything starts."""
+    from defenses.compat import check_defenses
     from leakbed.data import federation
     from leakbed.models import attack_keys, build_model
 
     for rule in cfg.split.priors:
         fed = federation(cfg, rule)
-        attack_keys(build_model(cfg.model, fed.corpus), cfg.model.attack_layers)
+        model = build_model(cfg.model, fed.corpus)
+        attack_keys(model, cfg.model.attack_layers)
+        check_defenses(cfg, fed.corpus, model)
 
 
 def _out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
@@ -103,14 +106,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from leakbed.config import read_tree
     from leakbed.data import DataError
-    from leakbed.sweep import grid_points, parse_grid, run_sweep, write_sweep_report
+    from leakbed.sweep import grid_points, is_sweep_file, parse_grid, read_sweep_file, run_sweep, write_sweep_report
 
     try:
-        base = read_tree(args.config)
-        points = grid_points(base, args.set, parse_grid(args.grid))
+        base, sets, grids = read_sweep_file(args.config) if is_sweep_file(args.config) else (read_tree(args.config), [], [])
+        if not grids and not args.grid:
+            raise ConfigError("sweep: give --grid KEY=V1,V2,... or a sweep file with [[sweep.grid]] entries")
+        points = grid_points(base, [*sets, *args.set], parse_grid(args.grid), grids)
         first = next(iter(points.values()))
         out = Path(args.out) if args.out else default_run_dir(first.name + "-sweep")
-        spec = {"config": args.config, "set": args.set, "grid": args.grid}
+        spec = {"config": args.config, "set": args.set, "grid": args.grid, "points": sorted(points)}
         saved = out / "sweep.json"
         if saved.exists() and json.loads(saved.read_text()) != spec:
             raise ConfigError(f"--out {out}: holds a different sweep ({saved}); refusing to mix them")
@@ -186,9 +191,9 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--out", help="run folder (must be new or empty)")
         s.set_defaults(fn=fn)
     w = sub.add_parser("sweep", help="run a grid of variants (e.g. defense strengths); resumable; privacy-utility report")
-    w.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+    w.add_argument("config", nargs="?", help="experiment TOML, or a sweep file ([sweep] with config, set, [[sweep.grid]])")
     w.add_argument(
-        "--grid", action="append", required=True, metavar="KEY=V1,V2,...", help="an axis, e.g. defenses.0.strength=0,0.5,1"
+        "--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="an axis, e.g. defenses.0.strength=0,0.5,1"
     )
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field for every point")
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")

@@ -2,7 +2,10 @@
 
 Seed 001 §7 (Figure 12) plots attack success against utility normalised to 1.0 without defense.
 Each grid point is an ordinary run in its own folder; a point whose ``metrics.json`` exists is
-reused, so a sweep can be resumed. The baseline is the same config with no defenses.
+reused, so a sweep can be resumed. The baseline is the same config with no defenses (and no
+shuffler batching). Several grids (one per defense, each a product of its axes) can share one
+sweep and one report: give them on the command line or in a sweep file (``[sweep]`` table with
+``config``, ``set`` and ``[[sweep.grid]]`` entries of ``label``, ``set`` and ``axes``).
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import itertools
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from leakbed.config import ConfigError, ExperimentConfig, build_config
+from leakbed.config import ConfigError, ExperimentConfig, build_config, read_tree
 from leakbed.report import ATTACKER_LABELS, load_runs
 
 BASELINE = "baseline"
@@ -36,17 +41,87 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[object]]]:
     return axes
 
 
+@dataclass(frozen=True)
+class Grid:
+    """One grid: overrides shared by its points (e.g. which defense) and the axes it varies."""
+
+    axes: list[tuple[str, list[object]]]
+    label: str = ""
+    overrides: list[str] = field(default_factory=list)
+
+
 def _point_name(assignments: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", ",".join(assignments))
 
 
-def grid_points(base: dict, overrides: list[str], axes: list[tuple[str, list[object]]]) -> dict[str, ExperimentConfig]:
-    """Every point of the grid (validated up front, so a bad value fails before any run), plus the baseline."""
-    points = {BASELINE: build_config(base, [*overrides, "defenses=[]"])}
-    for combo in itertools.product(*[[(k, v) for v in values] for k, values in axes]):
-        assignments = [f"{k}={json.dumps(v)}" for k, v in combo]
-        points[_point_name(assignments)] = build_config(base, [*overrides, *assignments])
+def _short(key: str, keys: list[str]) -> str:
+    """The last part of a key (``defenses.0.strength`` -> ``strength``) when that is unambiguous."""
+    last = key.rsplit(".", 1)[-1]
+    return last if sum(k.rsplit(".", 1)[-1] == last for k in keys) == 1 else key
+
+
+def grid_points(
+    base: dict, overrides: list[str], axes: list[tuple[str, list[object]]] | None = None, grids: list[Grid] | None = None
+) -> dict[str, ExperimentConfig]:
+    """Every point of every grid (validated up front, so a bad value fails before any run), plus the baseline.
+
+    A point of an unlabelled grid is named by its assignments; a labelled grid's point by the label
+    and the short assignments (``bkg-repl.strength=0.25``)."""
+    points = {BASELINE: build_config(base, [*overrides, "defenses=[]", "shuffler.batch_min=0"])}
+    all_grids = ([Grid(axes)] if axes else []) + list(grids or [])
+    for grid in all_grids:
+        keys = [k for k, _ in grid.axes]
+        for combo in itertools.product(*[[(k, v) for v in values] for k, values in grid.axes]):
+            assignments = [f"{k}={json.dumps(v)}" for k, v in combo]
+            name = _point_name(assignments)
+            if grid.label:
+                name = _point_name([grid.label + "." + ",".join(f"{_short(k, keys)}={json.dumps(v)}" for k, v in combo)])
+            if name in points:
+                raise ConfigError(f"sweep: two grid points are both named {name!r}; give the grids distinct labels")
+            try:
+                points[name] = build_config(base, [*overrides, *grid.overrides, *assignments])
+            except ConfigError as err:
+                raise ConfigError(f"{grid.label + ': ' if grid.label else ''}{err}") from None
     return points
+
+
+def _grid_of(index: int, raw: Any) -> Grid:
+    where = f"sweep.grid.{index}"
+    if not isinstance(raw, dict) or set(raw) - {"label", "set", "axes"}:
+        raise ConfigError(f"{where}: expected a table with label, set and axes only")
+    label, sets, axes = raw.get("label", ""), raw.get("set", []), raw.get("axes", {})
+    if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", label):
+        raise ConfigError(f"{where}.label: 1-64 letters, digits, '_', '.', '-' (got {label!r})")
+    if not isinstance(sets, list) or not all(isinstance(x, str) for x in sets):
+        raise ConfigError(f"{where}.set: a list of KEY=VALUE strings")
+    if not isinstance(axes, dict) or not axes or not all(isinstance(v, list) and v for v in axes.values()):
+        raise ConfigError(f"{where}.axes: a table of KEY = [values] with at least one value each")
+    return Grid([(str(k), list(v)) for k, v in axes.items()], label, list(sets))
+
+
+def read_sweep_file(path: str | Path) -> tuple[dict, list[str], list[Grid]]:
+    """A sweep file: ``[sweep]`` with ``config`` (experiment TOML, relative to this file), ``set`` and
+    ``[[sweep.grid]]``; returns the base experiment tree, its overrides and the grids."""
+    tree = read_tree(path)
+    sweep = tree.get("sweep")
+    if not isinstance(sweep, dict) or set(tree) != {"sweep"}:
+        raise ConfigError(f"{path}: a sweep file holds one [sweep] table")
+    unknown = set(sweep) - {"config", "set", "grid"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown sweep key {sorted(unknown)[0]!r} (config, set, grid)")
+    config = sweep.get("config", "")
+    base = read_tree(Path(path).parent / config) if config else {}
+    sets = sweep.get("set", [])
+    if not isinstance(sets, list) or not all(isinstance(x, str) for x in sets):
+        raise ConfigError(f"{path}: sweep.set is a list of KEY=VALUE strings")
+    grids = [_grid_of(i, g) for i, g in enumerate(sweep.get("grid", []))]
+    if not grids:
+        raise ConfigError(f"{path}: no [[sweep.grid]] given")
+    return base, sets, grids
+
+
+def is_sweep_file(path: str | Path | None) -> bool:
+    return path is not None and "sweep" in read_tree(path)
 
 
 def run_sweep(points: dict[str, ExperimentConfig], out: Path, run_point: Callable[[ExperimentConfig, Path], None]) -> list[str]:
@@ -61,11 +136,22 @@ def run_sweep(points: dict[str, ExperimentConfig], out: Path, run_point: Callabl
     return ran
 
 
+def defense_label(cfg: ExperimentConfig) -> str:
+    """What a point defends with (its curve in the plot): defense names, ``batching``, or ``none``."""
+    parts = [d.name for d in cfg.defenses] + (["batching"] if cfg.shuffler.batch_min else [])
+    return "+".join(parts) or "none"
+
+
+def _epsilon(run: dict) -> float | None:
+    eps = [p["epsilon"] for p in run.get("privacy", []) if p.get("epsilon") is not None]
+    return max(eps) if eps else None
+
+
 def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
-    """One row per (point, prior): utility normalised by the baseline's, and each attacker's × chance."""
+    """One row per (point, prior): utility normalised by the baseline's, each attacker's × chance, ε if DP."""
     base = load_runs(out / BASELINE)
     rows = []
-    for name in points:
+    for name, cfg in points.items():
         for rule, run in load_runs(out / name).items():
             last = str(run["rounds"])
             util = run["utility"][last]["utility"]
@@ -73,9 +159,13 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
             rows.append(
                 {
                     "point": name,
+                    "defense": defense_label(cfg),
                     "prior": rule,
                     "utility": util,
                     "utility_norm": util / ref if ref else float("nan"),
+                    "epsilon": _epsilon(run),
+                    "released": run.get("shuffler", {}).get("released"),
+                    "withheld": run.get("shuffler", {}).get("withheld"),
                     **{f"{a}_x_chance": m["x_chance"] for a, m in run["attackers"].items()},
                     **{f"{a}_ap": m["ap"] for a, m in run["attackers"].items()},
                 }
@@ -84,34 +174,42 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
 
 
 def _plot(rows: list[dict], attackers: list[str], path: Path) -> None:
+    """Seed 001 Figure 12: per prior and attacker, one curve per defense from the undefended point."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    priors = sorted({r["prior"] for r in rows})
-    fig, axes = plt.subplots(1, len(priors), figsize=(6 * len(priors), 4.5), squeeze=False)
-    for ax, prior in zip(axes[0], priors, strict=True):
+    priors = list(dict.fromkeys(r["prior"] for r in rows))
+    fig, axes = plt.subplots(len(priors), len(attackers), figsize=(5 * len(attackers), 4.2 * len(priors)), squeeze=False)
+    for i, prior in enumerate(priors):
         sub = [r for r in rows if r["prior"] == prior]
-        for attacker in attackers:
-            ax.plot(
-                [r["utility_norm"] for r in sub],
-                [r[f"{attacker}_x_chance"] for r in sub],
-                "o",
-                label=ATTACKER_LABELS.get(attacker, attacker),
+        base = next((r for r in sub if r["point"] == BASELINE), None)
+        labels = list(dict.fromkeys(r["defense"] for r in sub if r["point"] != BASELINE))
+        for j, attacker in enumerate(attackers):
+            ax = axes[i][j]
+            key = f"{attacker}_x_chance"
+            for n, label in enumerate(labels):
+                curve = ([base] if base else []) + [r for r in sub if r["defense"] == label and r["point"] != BASELINE]
+                ax.plot(
+                    [r["utility_norm"] for r in curve],
+                    [r[key] for r in curve],
+                    marker="osD^v<>ph*"[n % 10],
+                    ms=4,
+                    lw=1,
+                    label=label,
+                )
+            if base:
+                ax.plot([1.0], [base[key]], "k*", ms=10, label="no defense")
+            ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+            ax.set_xlim(0.0, max(1.05, 1.05 * max(r["utility_norm"] for r in sub)))
+            ax.set_ylim(0.0, None)
+            ax.set(
+                xlabel="utility (normalised to no defense)",
+                ylabel="re-identification AP / chance AP",
+                title=f"{ATTACKER_LABELS.get(attacker, attacker)}, {prior} prior",
             )
-        for r in sub:
-            label = re.sub(r"defenses\.\d+\.", "", r["point"])
-            ax.annotate(label, (r["utility_norm"], max(r[f"{a}_x_chance"] for a in attackers)), fontsize=6)
-        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set_xlim(0.0, max(1.05, 1.05 * max(r["utility_norm"] for r in sub)))
-        ax.set_ylim(0.0, None)
-        ax.set(
-            xlabel="utility (normalised to no defense)",
-            ylabel="re-identification AP / chance AP",
-            title=f"privacy vs utility, {prior} prior",
-        )
-        ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -123,20 +221,27 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     attackers = list(points[BASELINE].attack.attackers)
     (out / "tradeoff.json").write_text(json.dumps(rows, indent=2))
     _plot(rows, attackers, out / "tradeoff.png")
-    header = ["point", "prior", "utility", "utility (norm.)"] + [f"{ATTACKER_LABELS.get(a, a)} AP (× chance)" for a in attackers]
+    header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]
+    header += [f"{ATTACKER_LABELS.get(a, a)} AP (× chance)" for a in attackers]
     lines = [
         "# leakbed sweep: privacy vs utility",
         "",
         "Each point is a full run (its own folder and report); utility is normalised by the baseline "
-        "(the same config without defenses). Re-identification in the seed's Table 3 form: AP % (× chance).",
+        "(the same config without defenses). Re-identification in the seed's Table 3 form: AP % (× chance). "
+        "ε: the (ε, δ) spent by a DP defense over the run (δ in its run's metrics.json), - where none applies.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     for r in rows:
-        cells = [r["point"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}"]
+        eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
+        cells = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
         cells += [f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)" for a in attackers]
         lines.append("| " + " | ".join(cells) + " |")
+    batched = [r for r in rows if r["withheld"]]
+    if batched:
+        lines += ["", "Shuffler batching withholds the last updates that never fill a batch: "]
+        lines += [f"- {r['point']} ({r['prior']}): {r['released']} released, {r['withheld']} withheld" for r in batched]
     lines += ["", "![trade-off](tradeoff.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))

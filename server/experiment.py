@@ -24,6 +24,7 @@ from leakbed.data import Federation, federation
 from leakbed.models import attack_keys, build_model
 from leakbed.store import UpdateStore
 from leakbed.training import evaluate, pick_device
+from server.dp import dp_fedavg_defense, privacy_summary, wrap_dp
 from server.referee import Referee
 from server.scorers import score_suite
 from server.shuffler import Shuffler
@@ -89,18 +90,23 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         submit_timeout=cfg.attack.submit_timeout,
     )
     try:
+        shuffler = Shuffler(
+            referee, keys, cfg.seed, full_updates=needs_full_updates(cfg.attack.suite), batch_min=cfg.shuffler.batch_min
+        )
         strategy = CuriousFedAvg(
-            shuffler=Shuffler(referee, keys, cfg.seed, full_updates=needs_full_updates(cfg.attack.suite)),
+            shuffler=shuffler,
             pool=pool,
             seed=cfg.seed,
+            uniform_weights=dp_fedavg_defense(cfg) is not None,
             fraction_train=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
             min_train_nodes=1,
             min_evaluate_nodes=0,
             min_available_nodes=len(fed.user_ids),
         )
+        runner = wrap_dp(strategy, cfg, len(fed.user_ids))  # dp-fedavg: Flower's DP wrapper adds the noise
         t0 = time.perf_counter()
-        strategy.start(
+        runner.start(
             grid=grid,
             initial_arrays=ArrayRecord(model.state_dict()),
             num_rounds=cfg.fl.rounds,
@@ -138,6 +144,8 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         "attack_layers": keys,
         "defenses": [d.model_dump() for d in cfg.defenses],
         "defending_users": len(defending),
+        "privacy": privacy_summary(cfg, fed.user_ids, getattr(runner, "releases", 0)),
+        "shuffler": shuffler.batching.stats.to_dict(),
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     return summary

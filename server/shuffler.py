@@ -2,6 +2,7 @@
 
 It removes the node id, timing and arrival order, assigns an opaque update id, seals the ground
 truth for the referee only, and emits plain anonymous updates for aggregation and the attacks.
+With ``batch_min`` > 0 it holds them across rounds and releases batches (``server/batching.py``).
 """
 
 from __future__ import annotations
@@ -11,33 +12,39 @@ from flwr.app import Message
 
 from attacks import AnonymousUpdate
 from leakbed.updates import delta_vector
+from server.batching import BatchRelease, HeldUpdate
 from server.referee import Referee
 
 TRUTH_KEY = "leakbed-truth"
 
 
 class Shuffler:
-    def __init__(self, referee: Referee, keys: list[str], seed: int, *, full_updates: bool = False) -> None:
+    def __init__(self, referee: Referee, keys: list[str], seed: int, *, full_updates: bool = False, batch_min: int = 0) -> None:
         self._referee = referee
         self._keys = keys
         self._full = full_updates  # pass every parameter's Δw on (suite attacks that read whole updates)
         self._rng = np.random.default_rng([seed, 0x5A])
+        self.batching = BatchRelease(batch_min)
 
     def process(self, rnd: int, global_arrays: dict[str, np.ndarray], replies: list[Message]) -> list[AnonymousUpdate]:
-        """Take the truth record out of each reply (in place) and return the anonymous updates, shuffled."""
-        out = []
+        """Take the truth record out of each reply (in place) and return the released anonymous updates,
+        shuffled; their Δw is taken against this (the release) round's global model."""
+        held = []
         for msg in replies:
             truth = msg.content.config_records[TRUTH_KEY]
             del msg.content[TRUTH_KEY]
             arrays = msg.content.array_records["arrays"]
-            local = {k: arrays[k].numpy() for k in self._keys}
             update_id = self._rng.bytes(8).hex()
             fields = {k: v for k, v in truth.items() if k != "user-id"}
             self._referee.seal(update_id, str(truth["user-id"]), rnd, fields)
             n = int(msg.content.metric_records["metrics"]["num-examples"])
+            kept = global_arrays if self._full else self._keys
+            held.append(HeldUpdate(update_id, rnd, {k: np.array(arrays[k].numpy()) for k in kept}, n))
+        out = []
+        for h in self.batching.offer(rnd, held):
             full = None
             if self._full:
-                full = {k: (global_arrays[k] - arrays[k].numpy()).astype(np.float32) for k in global_arrays}
-            out.append(AnonymousUpdate(update_id, rnd, delta_vector(global_arrays, local, self._keys), n, full))
+                full = {k: (global_arrays[k] - h.local[k]).astype(np.float32) for k in global_arrays}
+            out.append(AnonymousUpdate(h.update_id, rnd, delta_vector(global_arrays, h.local, self._keys), h.num_examples, full))
         order = self._rng.permutation(len(out))
         return [out[i] for i in order]

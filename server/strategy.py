@@ -33,19 +33,34 @@ class RoundLog:
     failed: int = 0
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # configure_train to the end of aggregate_train
+    aggregation_seconds: float = 0.0  # validation, shuffling, tapping and aggregation
 
 
 class CuriousFedAvg(FedAvg):
-    def __init__(self, *, shuffler: Shuffler, pool: AttackPool, seed: int, **kwargs: object) -> None:
+    def __init__(
+        self,
+        *,
+        shuffler: Shuffler,
+        pool: AttackPool,
+        seed: int,
+        uniform_weights: bool = False,
+        max_reply_bytes: int = 0,
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)
+        self._uniform = uniform_weights  # dp-fedavg: equal weights, the sensitivity its noise is calibrated to
         self._seed = seed
         self._shuffler = shuffler
         self._pool = pool
+        self._max_reply_bytes = max_reply_bytes  # 0: twice the global model
+        self._round_t0 = time.monotonic()
         self._global: dict[str, np.ndarray] = {}
         self.rounds: dict[int, RoundLog] = {}
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """Keep the round's global model (aggregate_train is not given it) and share it with the attacks."""
+        self._round_t0 = time.monotonic()
         self._global = {k: v.numpy() for k, v in arrays.items()}
         config["server-round"] = server_round
         nodes = self._sample(server_round, grid)
@@ -60,8 +75,11 @@ class CuriousFedAvg(FedAvg):
         return messages
 
     def _sample(self, server_round: int, grid: Grid) -> list[int]:
-        """C·K devices from a per-round seeded RNG (FedAvg's sampler uses the shared global ``random``)."""
-        while len(nodes := sorted(grid.get_node_ids())) < self.min_available_nodes:
+        """C·K devices from a per-round seeded RNG (FedAvg's sampler uses the shared global ``random``).
+
+        Only the first round waits for the whole cohort: a device lost later (crashed, disconnected)
+        must not stall the run, the rounds go on with the devices still connected."""
+        while len(nodes := sorted(grid.get_node_ids())) < self.min_available_nodes and server_round == 1:
             time.sleep(1)
         k = max(int(len(nodes) * self.fraction_train), self.min_train_nodes)
         return random.Random(f"{self._seed}/{server_round}").sample(nodes, min(k, len(nodes)))
@@ -69,6 +87,7 @@ class CuriousFedAvg(FedAvg):
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Drop failures and malformed replies, anonymize the rest, tap them, then aggregate normally."""
         stats = self.rounds.setdefault(server_round, RoundLog())
+        t0 = time.monotonic()
         usable = []
         for msg in replies:
             stats.received += 1
@@ -76,7 +95,7 @@ class CuriousFedAvg(FedAvg):
                 stats.failed += 1
                 stats.reasons.append(f"error: {msg.error.reason}")
                 continue
-            problem = reply_problem(msg, self._global)
+            problem = reply_problem(msg, self._global, self._max_reply_bytes)
             if problem:
                 stats.rejected += 1
                 stats.reasons.append(f"rejected: {problem}")
@@ -87,8 +106,16 @@ class CuriousFedAvg(FedAvg):
         anonymous = self._shuffler.process(server_round, self._global, usable)
         self._pool.submit_updates(anonymous)
         if not usable:
-            return None, None
-        return super().aggregate_train(server_round, usable)
+            return self._timed(stats, t0, (None, None))
+        if self._uniform:
+            for msg in usable:
+                msg.content.metric_records["metrics"]["num-examples"] = 1
+        return self._timed(stats, t0, super().aggregate_train(server_round, usable))
+
+    def _timed(self, stats: RoundLog, t0: float, result: tuple) -> tuple:
+        stats.aggregation_seconds = time.monotonic() - t0
+        stats.seconds = time.monotonic() - self._round_t0
+        return result
 
 
 def _digest(msg: Message) -> str:
