@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds = cfg.fl.rounds
         fl, fit = summary["fl_seconds"], summary["attack_fit_seconds"]
         split = marks.split(rounds)
+        per_round = {r: marks.perf[r] - marks.perf[r - 1] for r in range(1, rounds + 1) if {r, r - 1} <= marks.perf.keys()}
         main_end = (run / "metrics.json").stat().st_mtime
         pool = summary["pool"]
         timeline = pool_timeline(run / "store", marks, rounds)
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             f"memory sampler: {memory['samples']} RSS samples ({memory['mean_rss_sample_ms']} ms each), "
             f"{memory['pss_samples']} PSS samples ({memory['mean_pss_sample_ms']} ms each)"
         )
+        print("wall time per round [s]: " + " ".join(f"r{r}={t:.2f}" for r, t in per_round.items()))
         print(f"attack fit seconds: {json.dumps(pool['fit_seconds'])}")
         attackers = {}
         for name, m in summary["attackers"].items():
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             "fl_s": fl,
             "per_round_s": fl / rounds,
             **split,
+            "round_s": list(per_round.values()),
             "attack_fit_s": fit,
             "peak_tree_rss_mib": memory["peak_tree_rss_mib"],
             "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
