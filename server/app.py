@@ -16,6 +16,7 @@ from leakbed.config import ExperimentConfig, dump_config, load_config, split_ove
 from leakbed.paths import default_run_dir
 from leakbed.report import write_report
 from server.experiment import Progress, run_federation
+from server.metrics import hold as hold_metrics
 
 app = ServerApp()
 
@@ -31,6 +32,7 @@ def main(grid: Grid, context: Context) -> None:
     (run_dir / "config.toml").write_text(dump_config(cfg))
     run_federation(grid, cfg, rule, run_dir / rule)
     write_report(run_dir)
+    hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values
 
 
 def build_server_app(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> ServerApp:

@@ -25,6 +25,8 @@ from leakbed.models import attack_keys, build_model
 from leakbed.store import UpdateStore
 from leakbed.training import evaluate, pick_device
 from server.dp import dp_fedavg_defense, privacy_summary, wrap_dp
+from server.metrics import RunTelemetry, observe_round
+from server.metrics import serve as serve_metrics
 from server.referee import Referee
 from server.scorers import score_suite
 from server.shuffler import Shuffler
@@ -74,13 +76,23 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     test = fed.test_set()
     device = pick_device(cfg.device)
     utility: dict[int, dict[str, float]] = {}
+    serve_metrics(cfg.telemetry)
+    tel = RunTelemetry(cfg, rule)
 
     def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
         model.load_state_dict(arrays.to_torch_state_dict())
         utility[rnd] = evaluate(model, test, fed.corpus.task, device=device)
         if progress:
             progress(rnd, utility[rnd])
+        tel.utility(utility[rnd]["utility"])
+        observe_round(tel, rnd, strategy.rounds.get(rnd), pool.stats, pool.depth())
+        if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:
+            pool.score(cfg.attack.attackers)  # interim scores for the privacy-over-rounds gauges
         return MetricRecord(utility[rnd])
+
+    def interim_score(name: str, partial: bool) -> None:
+        if partial and name in cfg.attack.attackers:
+            tel.attack(name, referee.score(store, name))
 
     pool = AttackPool(
         _knowledge(cfg, fed, keys),
@@ -88,6 +100,11 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         workers=cfg.attack.workers,
         queue_size=cfg.attack.queue_size,
         submit_timeout=cfg.attack.submit_timeout,
+        addresses=cfg.attack.worker_addresses,
+        retry_seconds=cfg.attack.retry_seconds,
+        run_id=f"{cfg.name}-{rule}",
+        metrics_port_base=cfg.telemetry.worker_port,
+        on_fit=interim_score,
     )
     try:
         shuffler = Shuffler(
@@ -97,6 +114,7 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
             shuffler=shuffler,
             pool=pool,
             seed=cfg.seed,
+            max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
             uniform_weights=dp_fedavg_defense(cfg) is not None,
             fraction_train=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
@@ -148,4 +166,8 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         "shuffler": shuffler.batching.stats.to_dict(),
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    for name, result in {**metrics, **suite}.items():
+        tel.attack(name, result)
+    tel.pool(pool.stats, 0)
+    tel.finished(out)
     return summary

@@ -8,9 +8,17 @@ from flwr.app import Message
 from server.shuffler import TRUTH_KEY
 
 
-def reply_problem(msg: Message, global_arrays: dict[str, np.ndarray]) -> str | None:
-    """Why a reply cannot be used (wrong records, keys, shapes, non-finite values), or None."""
+def reply_problem(msg: Message, global_arrays: dict[str, np.ndarray], max_bytes: int = 0) -> str | None:
+    """Why a reply cannot be used (oversized, wrong records, keys, shapes, non-finite values), or None.
+
+    ``max_bytes`` bounds the array data of the whole reply (every array record); 0 means twice
+    the global model, which a well-formed reply (one copy of the model) never reaches.
+    """
     content = msg.content
+    limit = max_bytes or 2 * sum(int(a.nbytes) for a in global_arrays.values())
+    size = sum(len(arr.data) for record in content.array_records.values() for arr in record.values())
+    if size > limit:
+        return f"oversized: {size} bytes of arrays > {limit}"
     if "arrays" not in content.array_records or "metrics" not in content.metric_records:
         return "missing arrays or metrics record"
     if TRUTH_KEY not in content.config_records:
