@@ -12,6 +12,7 @@ from leakbed.paths import default_run_dir
 
 QUIET_ENV = {
     "FLWR_LOG_LEVEL": "ERROR",
+    "GRPC_VERBOSITY": "ERROR",  # gRPC's fork notices while Ray forks next to the attack pool's channels
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "RAY_DEDUP_LOGS": "0",
@@ -82,7 +83,11 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "") -
                 bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
 
         simulate(cfg, rule, run_dir / rule, progress)
-    return write_report(run_dir)
+    report = write_report(run_dir)
+    from server.metrics import hold
+
+    hold(cfg.telemetry)  # telemetry.hold_seconds: a scrape after the end still finds the final values
+    return report
 
 
 def cmd_run(args: argparse.Namespace) -> int:
