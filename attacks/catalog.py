@@ -2,3 +2,11 @@
 
 Add one import line per attack module.
 """
+import attacks.attributes  # noqa: F401
+import attacks.cross_modal  # noqa: F401
+import attacks.matching  # noqa: F401
+import attacks.membership  # noqa: F401
+import attacks.open_world  # noqa: F401
+import attacks.profile  # noqa: F401
+import attacks.property_aggregate  # noqa: F401
+import attacks.property_passive  # noqa: F401

@@ -14,10 +14,16 @@ from pathlib import Path
 from leakbed.config import ExperimentConfig
 from leakbed.store import UpdateStore
 from server.referee import Referee
+from server import score_attributes, score_cross_modal, score_matching, score_open_world, score_profile
 
 Scorer = Callable[[Referee, UpdateStore, ExperimentConfig, Path], dict]
 
 SCORERS: dict[str, Scorer] = {}
+SCORERS["open-world"] = score_open_world.score
+SCORERS["matching"] = score_matching.score
+SCORERS["cross-modal"] = score_cross_modal.score
+SCORERS["profile"] = score_profile.score
+SCORERS["attributes"] = score_attributes.score
 
 
 def score_suite(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path, names: list[str]) -> dict[str, dict]:

@@ -82,6 +82,23 @@ def _user(rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray) ->
     return UserData(x=x, y=y, t=t.astype(np.float64), attrs={"album": album, "property": prop})
 
 
+def _with_user_attributes(users: dict[str, UserData], classes: int) -> dict[str, UserData]:
+    """Per-user attributes for attribute inference (seed 001 §6.1.3), derived from what shapes a
+    user's data so that they are reflected in it: ``interest`` = which third of the classes the user
+    photographs most (selection bias), ``tone`` = the tertile of the user's mean brightness over the
+    population (capture style). Both are constant per user and need no random draw, so every other
+    number of the population is unchanged; with ``bias = 0`` they are noise (the IID control)."""
+    interest = {u: int(np.argmax(np.bincount(d.y * 3 // classes, minlength=3))) for u, d in users.items()}
+    brightness = {u: float(d.x.mean()) for u, d in users.items()}
+    cuts = np.quantile(list(brightness.values()), [1 / 3, 2 / 3])
+    out = {}
+    for u, d in users.items():
+        tone = int(np.searchsorted(cuts, brightness[u], side="right"))
+        attrs = {**d.attrs, "interest": np.full(len(d), interest[u], np.int64), "tone": np.full(len(d), tone, np.int64)}
+        out[u] = UserData(x=d.x, y=d.y, t=d.t, attrs=attrs)
+    return out
+
+
 def generate(cfg: SyntheticConfig, seed: int, first_user: int = 0) -> Corpus:
     """A reproducible population: the same config and seed give the same bytes.
 
@@ -95,6 +112,7 @@ def generate(cfg: SyntheticConfig, seed: int, first_user: int = 0) -> Corpus:
         f"user{u:0{width}d}": _user(np.random.default_rng([seed, u]), cfg, protos)
         for u in range(first_user, first_user + cfg.users)
     }
+    users = _with_user_attributes(users, cfg.classes)
     return Corpus(
         name="synthetic",
         task="multiclass",

@@ -27,7 +27,7 @@ def test_shapes_and_ranges():
         assert d.x.shape[1:] == (3, 12, 12) and d.x.dtype == np.float32
         assert 0.0 <= d.x.min() and d.x.max() <= 1.0
         assert np.all(np.diff(d.t) >= 0), "timestamps follow the user's timeline"
-        assert set(d.attrs) == {"album", "property"}
+        assert set(d.attrs) == {"album", "property", "interest", "tone"}
 
 
 def test_bias_controls_how_users_differ():

@@ -1,0 +1,130 @@
+"""Matching attack: were two updates produced by the same user? (seed 001 §4.3, Fig. 3b; seed 003
+§6.2 and Table 8.)
+
+A Siamese network: two FC-128 ReLU encoders with shared weights embed Δw_i and Δw_j, an L1
+distance layer compares the embeddings and an FC-1 sigmoid layer gives P[i = j]; trained with
+binary cross-entropy and RMSprop (lr 1e-3) on balanced pairs of the attacker's shadow updates
+(positives: one identity's updates in two different rounds). Because it learns a metric rather
+than a user-to-class map it also matches updates of users it has never seen (open world, §6.1.2).
+The cross-modal attack reuses the same network with two different encoders (Fig. 3c).
+
+Threat model: the honest-but-curious server with prior data of known users (seed 001 §4.1); it
+sees anonymous update vectors and its own labelled shadow updates, never who sent an update. The
+attack writes the embedding of every anonymous update and the distance head, so any pair can be
+scored; the referee draws the balanced test pairs (chance AP = 0.5) with its ground truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from attacks.knowledge import AttackerKnowledge
+from attacks.suite import AttackSpec, register
+from leakbed.config import MatchingConfig
+from leakbed.store import UpdateStore
+
+EMBED = 128  # the seed's FC-128 encoders
+PairDraw = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class Siamese(nn.Module):
+    """FC-128 ReLU encoder(s), |e_a − e_b|, FC-1; ``shared`` ties the two encoders (Fig. 3b vs 3c)."""
+
+    def __init__(self, dim_a: int, dim_b: int | None = None, shared: bool = True) -> None:
+        super().__init__()
+        self.enc_a = nn.Sequential(nn.Linear(dim_a, EMBED), nn.ReLU())
+        self.enc_b = self.enc_a if shared else nn.Sequential(nn.Linear(dim_b or dim_a, EMBED), nn.ReLU())
+        self.head = nn.Linear(EMBED, 1)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Match logits (the sigmoid is in the loss)."""
+        return self.head((self.enc_a(a) - self.enc_b(b)).abs()).squeeze(-1)
+
+
+def balanced_pairs(labels: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` index pairs (i ≠ j), half with equal labels and half with different ones.
+
+    Positives draw a label with at least two items, then two distinct items of it; negatives draw
+    two items and redraw the second until the labels differ. Returns (i, j, same ∈ {0, 1}).
+    """
+    labels = np.asarray(labels)
+    uniq, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    members = [np.flatnonzero(inverse == k) for k in range(len(uniq))]
+    multi = np.flatnonzero(counts >= 2)
+    n_pos = n // 2 if len(multi) else 0
+    n_neg = n - n_pos if len(uniq) >= 2 else 0
+    i_pos = np.empty(n_pos, np.int64)
+    j_pos = np.empty(n_pos, np.int64)
+    if n_pos:
+        ks = multi[rng.integers(0, len(multi), n_pos)]
+        for t, k in enumerate(ks):
+            i_pos[t], j_pos[t] = rng.choice(members[k], 2, replace=False)
+    i_neg = rng.integers(0, len(labels), n_neg)
+    j_neg = rng.integers(0, len(labels), n_neg)
+    bad = inverse[i_neg] == inverse[j_neg]
+    while bad.any():
+        j_neg[bad] = rng.integers(0, len(labels), int(bad.sum()))
+        bad = inverse[i_neg] == inverse[j_neg]
+    same = np.concatenate([np.ones(n_pos), np.zeros(n_neg)]).astype(np.float32)
+    return np.concatenate([i_pos, i_neg]), np.concatenate([j_pos, j_neg]), same
+
+
+def train(model: Siamese, xa: np.ndarray, xb: np.ndarray, draw: PairDraw, cfg: MatchingConfig, seed: int) -> Siamese:
+    """Minimise BCE on freshly drawn pairs each epoch with RMSprop (seed 001 §4.3)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    ta, tb = torch.from_numpy(np.asarray(xa, np.float32)), torch.from_numpy(np.asarray(xb, np.float32))
+    opt = torch.optim.RMSprop(model.parameters(), lr=cfg.lr)
+    loss_fn = nn.BCEWithLogitsLoss()
+    model.train()
+    for _ in range(cfg.epochs):
+        i, j, same = draw(rng)
+        order = rng.permutation(len(i))
+        for start in range(0, len(order), cfg.batch_size):
+            sel = order[start : start + cfg.batch_size]
+            opt.zero_grad()
+            loss = loss_fn(model(ta[i[sel]], tb[j[sel]]), torch.from_numpy(same[sel]))
+            loss.backward()
+            opt.step()
+    model.eval()
+    return model
+
+
+@torch.no_grad()
+def embed(encoder: nn.Module, x: np.ndarray) -> np.ndarray:
+    return encoder(torch.from_numpy(np.asarray(x, np.float32))).numpy()
+
+
+def head_arrays(model: Siamese) -> dict[str, np.ndarray]:
+    return {"head_w": model.head.weight.detach().numpy()[0].copy(), "head_b": model.head.bias.detach().numpy().copy()}
+
+
+def pair_scores(
+    emb_a: np.ndarray, emb_b: np.ndarray, head_w: np.ndarray, head_b: np.ndarray, i: np.ndarray, j: np.ndarray
+) -> np.ndarray:
+    """P[same] for pairs (emb_a[i], emb_b[j]): the trained network's L1 + FC-1 + sigmoid part."""
+    logits = np.abs(emb_a[i] - emb_b[j]) @ head_w + float(head_b[0])
+    return 1.0 / (1.0 + np.exp(-logits))
+
+
+def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: MatchingConfig, seed: int) -> Siamese:
+    """A Siamese network trained on labelled update vectors (identities of shadow updates)."""
+    model = Siamese(vectors.shape[1])
+    return train(model, vectors, vectors, lambda rng: balanced_pairs(labels, cfg.pairs, rng), cfg, seed)
+
+
+def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching") -> None:
+    """Closed world: train on every known user's shadow updates, embed every anonymous update."""
+    x_train, y_train, _ = store.read_shadow()
+    anon = store.read_anon()
+    model = fit_siamese(x_train, y_train, knowledge.attack.matching, knowledge.seed)
+    store.write_result(
+        name, {"ids": anon["ids"], "rounds": anon["round"], "emb": embed(model.enc_a, anon["vectors"]), **head_arrays(model)}
+    )
+
+
+register(AttackSpec("matching", fit=fit))

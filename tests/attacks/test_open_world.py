@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from attacks import open_world
+from leakbed.config import AttackConfig, ExperimentConfig, MatchingConfig, OpenWorldConfig
+from server import score_open_world
+from tests.attacks.reid_store import make
+
+
+def _attack(seen: float) -> AttackConfig:
+    return AttackConfig(
+        suite=["open-world"],
+        mlp_epochs=60,
+        open_world=OpenWorldConfig(seen_fraction=seen),
+        matching=MatchingConfig(epochs=10, pairs=2000, eval_pairs=4000),
+    )
+
+
+def test_split_is_disjoint_deterministic_and_nested_over_seen_shares():
+    ids = [f"u{k}" for k in range(30)]
+    a = open_world.split_users(ids, 3, 0.5, 1 / 3)
+    assert a == open_world.split_users(ids, 3, 0.5, 1 / 3)
+    assert len(a["holdout"]) == 10 and len(a["seen"]) == 10 and len(a["unseen"]) == 10
+    assert sorted(a["holdout"] + a["seen"] + a["unseen"]) == sorted(ids)
+    more = open_world.split_users(ids, 3, 0.8, 1 / 3)
+    assert more["holdout"] == a["holdout"] and set(a["seen"]) < set(more["seen"])
+    assert open_world.split_users(ids, 4, 0.5, 1 / 3) != a
+
+
+def test_unseen_users_prior_is_never_read(tmp_path):
+    fx = make(tmp_path, _attack(0.5))
+    split = open_world.split_users(fx.users, 0, 0.5, 1 / 3)
+    open_world.fit(fx.store, fx.knowledge)
+    r = fx.store.read_result("open-world")
+    assert set(r["classes"]) == set(split["seen"]) | {open_world.UNSEEN}
+    assert not set(r["classes"]) & set(split["unseen"]) and list(r["holdout"]) == split["holdout"]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_open_world_well_above_chance_and_chance_on_shuffled_owners(tmp_path, shuffle):
+    attack = _attack(0.5)
+    fx = make(tmp_path, attack, users=24, shuffle=shuffle)
+    open_world.fit(fx.store, fx.knowledge)
+    m = score_open_world.score(fx.referee, fx.store, ExperimentConfig(attack=attack), tmp_path)
+    if shuffle:
+        assert m["x_chance"] < 1.6 and 0.35 < m["match_ap"] < 0.65, m
+    else:
+        assert m["x_chance"] > 2.5 and m["match_ap"] > 0.75 and m["unseen_recall"] > 0.5, m
+
+
+def test_no_seen_user_still_matches(tmp_path):
+    attack = _attack(0.0)
+    fx = make(tmp_path, attack, users=30)
+    open_world.fit(fx.store, fx.knowledge)
+    m = score_open_world.score(fx.referee, fx.store, ExperimentConfig(attack=attack), tmp_path)
+    assert m["seen_users"] == 0 and np.isnan(m["ap"]) and m["match_ap"] > 0.65, m
