@@ -140,8 +140,21 @@ def write_all(supernodes: int, workers: int, root: Path = ROOT) -> list[Path]:
     return written
 
 
+def overrides(supernodes: int, workers: int) -> list[str]:
+    """Config overrides a run in the compose deployment needs: one user per SuperNode, the attack
+    workers' addresses, and the ServerApp's /metrics where Prometheus scrapes it (held 15 s after
+    the run so the last scrape sees the final values)."""
+    addresses = ",".join(f'"{a}"' for a in worker_addresses(workers))
+    return [
+        f"data.synthetic.users={supernodes}",
+        f"attack.worker_addresses=[{addresses}]",
+        f"telemetry.port={SERVER_METRICS_PORT}",
+        "telemetry.host=0.0.0.0",
+        "telemetry.hold_seconds=15",
+    ]
+
+
 def run_config(supernodes: int, workers: int, config: str = "/app/configs/quickstart.toml") -> str:
-    """The ``flwr run --run-config`` value matching a rendering: users = SuperNodes, the workers' addresses."""
-    addresses = ",".join(f'\\"{a}\\"' for a in worker_addresses(workers))  # \" : the value goes inside "..." in a shell
-    overrides = f"data.synthetic.users={supernodes} attack.worker_addresses=[{addresses}]"
-    return f"config='{config}' set='{overrides}'"
+    """The ``flwr run --run-config`` value for a rendering, escaped to sit inside double quotes in a shell."""
+    value = f"config='{config}' set='{' '.join(overrides(supernodes, workers))}'"
+    return value.replace('"', '\\"')

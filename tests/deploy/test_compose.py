@@ -147,3 +147,18 @@ def test_compose_files_match_the_compose_spec_schema() -> None:
     files = [str(REPO / "docker-compose.yml"), *(str(REPO / o) for o in OVERLAYS["tls+gpu"])]
     out = run([check_jsonschema(), "--builtin-schema", "vendor.compose-spec", *files])
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_printed_run_config_is_a_valid_experiment() -> None:
+    """The overrides `leakbed compose` prints reach the ServerApp as `set` and validate as a config."""
+    from leakbed.config import load_config, split_overrides
+
+    sets = compose.overrides(4, 3)
+    assert split_overrides(" ".join(sets)) == sets
+    cfg = load_config(None, sets)
+    assert cfg.data.synthetic.users == 4
+    assert cfg.attack.worker_addresses == compose.worker_addresses(3)
+    assert cfg.telemetry.port == compose.SERVER_METRICS_PORT and cfg.telemetry.host == "0.0.0.0"
+    assert cfg.telemetry.hold_seconds > 5  # longer than Prometheus' scrape interval: the final values get scraped
+    scrape = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
+    assert int(scrape.rstrip("s")) < cfg.telemetry.hold_seconds
