@@ -18,7 +18,6 @@ from flwr.clientapp import ClientApp
 
 from client.batch_truth import batch_truth
 from client.user_facts import user_facts
-from client.property_plan import planned_data
 from defenses.augment import apply_data_defenses
 from defenses.dp import dp_mod
 from defenses.dropout import device_dropout, dropout_during
@@ -27,6 +26,7 @@ from defenses.vocabulary import restrict_vocabulary, vocab_mod
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, federation
 from leakbed.models import build_model
+from leakbed.property_plan import planned_data
 from leakbed.training import TrainConfig, evaluate, local_update, pick_device
 
 TRUTH_KEY = "leakbed-truth"

@@ -8,17 +8,11 @@ can match them to its own copy of the data without any index bookkeeping across 
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 
 from leakbed.data.corpus import UserData
+from leakbed.record_hash import record_hash
 from leakbed.training import TrainConfig, batch_indices
-
-
-def record_hash(x: np.ndarray) -> int:
-    """A record's name: crc32 of its contiguous bytes."""
-    return zlib.crc32(np.ascontiguousarray(x).tobytes())
 
 
 def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -> dict[str, object]:

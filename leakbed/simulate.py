@@ -54,6 +54,10 @@ def simulate(
     from client.app import app as client_app
     from server.app import build_server_app
 
+    if cfg.fl.secure_aggregation == "secagg+":  # Flower's SecAgg+ exists only as the legacy workflow
+        from client.secagg import app as client_app
+        from server.secagg import build_secagg_server_app as build_server_app
+
     users = len(federation(cfg, rule).user_ids)
     with seeded_node_ids(cfg.seed):
         run_simulation(

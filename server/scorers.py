@@ -13,8 +13,10 @@ from pathlib import Path
 
 from leakbed.config import ExperimentConfig
 from leakbed.store import UpdateStore
-from server.referee import Referee
 from server import score_attributes, score_cross_modal, score_matching, score_open_world, score_profile
+from server.referee import Referee
+from server.score_membership import score_membership
+from server.score_property import score_aggregate_property, score_property
 
 Scorer = Callable[[Referee, UpdateStore, ExperimentConfig, Path], dict]
 
@@ -24,6 +26,9 @@ SCORERS["matching"] = score_matching.score
 SCORERS["cross-modal"] = score_cross_modal.score
 SCORERS["profile"] = score_profile.score
 SCORERS["attributes"] = score_attributes.score
+SCORERS["property"] = score_property
+SCORERS["aggregate-property"] = score_aggregate_property
+SCORERS["membership"] = score_membership
 
 
 def score_suite(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path, names: list[str]) -> dict[str, dict]:

@@ -1,0 +1,71 @@
+"""Membership inference from the embedding layer (seed 002 §7.1.3, §7.2.2, Table 7.2).
+
+Threat model: the curious server sees each anonymous update in full. For a text model, the rows of
+the embedding matrix that an update changes are exactly the tokens in its batches, so every update
+reveals its batch vocabulary V_t. A record r with tokens V_r is declared a member of update t's
+batch iff V_r ⊆ V_t: recall is 1 by construction (a member's tokens are all in its batch), and
+precision falls as batches grow and cover more of the vocabulary. The padding token is left out of
+V_r because an embedding with ``padding_idx`` never updates its row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attacks.gradient_features import embedding_key, embedding_tokens
+from attacks.knowledge import AttackerKnowledge
+from attacks.property_passive import anon_rounds
+from attacks.suite import AttackSpec, register
+from leakbed.store import UpdateStore
+
+NAME = "membership"
+PAD = 0
+
+
+def record_tokens(x: np.ndarray) -> np.ndarray:
+    """V_r: the distinct non-padding token ids of a record."""
+    tokens = np.unique(np.asarray(x).ravel())
+    return tokens[tokens != PAD]
+
+
+def is_member(x: np.ndarray, vocab: np.ndarray) -> bool:
+    """§7.1.3's decision rule: V_r ⊆ V_t (``vocab`` is the boolean batch vocabulary)."""
+    tokens = record_tokens(x)
+    return bool(np.all(tokens < len(vocab)) and vocab[tokens].all())
+
+
+def batch_vocabularies(store: UpdateStore) -> tuple[list[str], list[int], np.ndarray]:
+    """(update ids, rounds, boolean (updates, vocab)) from the stored full updates."""
+    ids, rounds, rows = [], [], []
+    for rnd in anon_rounds(store):
+        for uid, delta in sorted(store.read_anon_full(rnd).items()):
+            key = embedding_key(delta)
+            if key is None:
+                raise ValueError("membership inference needs a model with a token embedding (a text model)")
+            ids.append(uid)
+            rounds.append(rnd)
+            rows.append(embedding_tokens(delta, key))
+    return ids, rounds, np.stack(rows) if rows else np.zeros((0, 0), bool)
+
+
+def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
+    ids, rounds, vocab = batch_vocabularies(store)
+    store.write_result(
+        NAME,
+        {
+            "ids": np.asarray(ids),
+            "rounds": np.asarray(rounds),
+            "vocab": np.packbits(vocab, axis=1),
+            "vocab_size": np.asarray(vocab.shape[1]),
+        },
+    )
+
+
+def read_vocabularies(store: UpdateStore) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored result: (ids, rounds, boolean batch vocabularies)."""
+    res = store.read_result(NAME)
+    size = int(res["vocab_size"])
+    return res["ids"], res["rounds"], np.unpackbits(res["vocab"], axis=1, count=size).astype(bool)
+
+
+register(AttackSpec(NAME, fit=fit, needs_full_updates=True))

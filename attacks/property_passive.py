@@ -1,0 +1,90 @@
+"""Passive batch property inference (seed 002 §7.1.4, Algorithm 7; experiments §7.2.3-7.2.4).
+
+Threat model: the honest-but-curious server sees every anonymous update and each round's global
+model; it holds auxiliary data labelled with the property (its prior data) but never a device's
+data. Each round it computes auxiliary updates on batches with and without the property on that
+round's global model (Algorithm 7); after training it fits the batch property classifier (random
+forest with 50 trees on globally max-pooled Δw; logistic regression on the embedding layer's bag of
+words for text models) and scores every observed update. Per-user means (whole-dataset inference)
+and the per-round timeline ("when does the property appear", Figure 7.5) are the referee's views of
+the same scores. Works in the FedSGD setting (``fl.local_steps = 1``) and with FedAvg.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
+from attacks.gradient_features import update_features
+from attacks.knowledge import AttackerKnowledge
+from attacks.records import RoundSnapshot
+from attacks.suite import AttackSpec, register
+from leakbed.store import UpdateStore
+
+NAME = "property"
+AUX_KIND = "property_aux"
+
+
+def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+    """Algorithm 7 lines 4-9: labelled auxiliary updates on this round's global model."""
+    opts = knowledge.attack.property
+    prop, non = split_by_property(concat(list(knowledge.prior.values())))
+    trainer = AuxTrainer(knowledge, snap.arrays, snap.train_config)
+    n = trainer.update_size()
+    rng = np.random.default_rng([knowledge.seed, snap.round, 0x7A])
+    feats, labels, fractions = [], [], []
+    for i in range(opts.aux_updates):
+        for label in (1, 0):
+            k = max(1, round(rng.uniform(0, opts.positive_fraction) * n)) if label else 0
+            delta = trainer.delta(sample_mix(prop, non, n, min(k, n), rng), f"{snap.round}/{i}/{label}")
+            feats.append(update_features(delta)[0])
+            labels.append(label)
+            fractions.append(min(k, n) / n)
+    store._write(
+        AUX_KIND,
+        f"r{snap.round:06d}",
+        {"features": np.stack(feats), "labels": np.asarray(labels), "fractions": np.asarray(fractions)},
+    )
+
+
+def read_aux(store: UpdateStore, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for f in sorted((store.root / kind).glob("r*.npz")):
+        with np.load(f) as z:
+            xs.append(z["features"])
+            ys.append(z["labels"])
+    if not xs:
+        raise ValueError(f"no auxiliary updates in the store ({kind}); did any round run?")
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def classifier(kind: str, trees: int, seed: int) -> RandomForestClassifier | LogisticRegression:
+    """§7.1.4: logistic regression on embedding-layer features, else a 50-tree random forest."""
+    if kind == "embedding":
+        return LogisticRegression(max_iter=2000, C=1.0)
+    return RandomForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1)
+
+
+def anon_rounds(store: UpdateStore) -> list[int]:
+    return sorted({int(f.stem[1:7]) for f in (store.root / "anon_full").glob("r*.npz")})
+
+
+def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
+    x, y = read_aux(store, AUX_KIND)
+    ids, rounds, feats, kind = [], [], [], "pooled"
+    for rnd in anon_rounds(store):
+        for uid, delta in sorted(store.read_anon_full(rnd).items()):
+            f, kind = update_features(delta)
+            ids.append(uid)
+            rounds.append(rnd)
+            feats.append(f)
+    model = classifier(kind, knowledge.attack.property.trees, knowledge.seed).fit(x, y)
+    scores = model.predict_proba(np.stack(feats))[:, 1] if feats else np.empty(0)
+    store.write_result(
+        NAME, {"ids": np.asarray(ids), "rounds": np.asarray(rounds), "scores": scores, "aux_count": np.asarray(len(y))}
+    )
+
+
+register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs_full_updates=True))

@@ -1,0 +1,217 @@
+"""An FL run under Flower's SecAgg+ (legacy workflow): the curious server sees only each round's
+aggregate (issue 4; seed 002 §7.2.6-7.2.7 for what still leaks from aggregates).
+
+``SecAggPlusWorkflow`` inside the legacy ``DefaultWorkflow`` masks every device's weighted
+parameters; the legacy FedAvg below receives only the unmasked weighted mean (plus each device's
+plaintext num_examples and metrics, whose truth keys it seals for the referee and strips). It taps
+the round's aggregate Δ = w_global − w_mean as one anonymous update. Attacks that need individual
+updates (re-identification and the per-update suite attacks) are reported as unable to run;
+aggregate-level attacks are fitted and scored as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from flwr.app import Context
+from flwr.common import FitIns, FitRes, Parameters, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server import LegacyContext, ServerConfig
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import FedAvg
+from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.serverapp import Grid, ServerApp
+
+from attacks import AnonymousUpdate, AttackPool, RoundSnapshot, needs_full_updates
+from leakbed.adoption import defending_users
+from leakbed.config import ExperimentConfig
+from leakbed.data import federation
+from leakbed.models import attack_keys, build_model
+from leakbed.store import UpdateStore
+from leakbed.training import evaluate, pick_device
+from leakbed.updates import delta_vector
+from server.experiment import Progress, _knowledge, _train_config
+from server.referee import Referee
+from server.scorers import score_suite
+
+AGGREGATE_LEVEL = ("aggregate-property",)  # suite attacks that read only per-round aggregates
+CANNOT_RUN = "cannot run: secure aggregation hides individual updates"
+TRUTH_PREFIX = "leakbed-truth-"
+
+
+class CuriousSecAggFedAvg(FedAvg):
+    """Legacy FedAvg that sees only the SecAgg+ aggregate and taps it for aggregate-level attacks."""
+
+    def __init__(
+        self,
+        *,
+        keys: list[str],
+        names: list[str],
+        referee: Referee,
+        pool: AttackPool,
+        seed: int,
+        train_config: dict,
+        full: bool,
+        **kw: object,
+    ) -> None:
+        super().__init__(**kw)
+        self._keys, self._names, self._referee, self._pool = keys, names, referee, pool
+        self._train_config = train_config
+        self._full = full
+        self._rng = np.random.default_rng([seed, 0x5EC])
+        self._global: dict[str, np.ndarray] = {}
+        self.rounds: dict[int, dict] = {}
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        self._global = dict(zip(self._names, parameters_to_ndarrays(parameters), strict=True))
+        pairs = super().configure_fit(server_round, parameters, client_manager)
+        pairs = sorted(pairs, key=lambda p: p[0].node_id)
+        for _, ins in pairs:
+            ins.config.update({**self._train_config, "server-round": server_round})
+        train = {k: self._train_config[k] for k in ("epochs", "batch_size", "lr", "optimizer", "momentum", "steps")}
+        self._pool.submit_round(RoundSnapshot(server_round, self._global, {**train, "participants": len(pairs)}))
+        self.rounds[server_round] = {"sampled": len(pairs), "received": 0, "failed": 0, "rejected": 0, "reasons": []}
+        return pairs
+
+    def aggregate_fit(
+        self, server_round: int, results: list[tuple[ClientProxy, FitRes]], failures: list
+    ) -> tuple[Parameters | None, dict]:
+        """Seal and strip the devices' truth metrics, tap the aggregate, then aggregate as FedAvg does."""
+        facts = []
+        for _, res in results:
+            facts.append({k[len(TRUTH_PREFIX) :]: res.metrics.pop(k) for k in list(res.metrics) if k.startswith(TRUTH_PREFIX)})
+        self.rounds.setdefault(server_round, {}).update(received=len(results), failed=len(failures))
+        if results:
+            mean = dict(zip(self._names, parameters_to_ndarrays(results[0][1].parameters), strict=True))
+            update_id = self._rng.bytes(8).hex()
+            has = [int(f.get("has-property", 0)) for f in facts]
+            self._referee.seal(
+                update_id,
+                "aggregate:" + " ".join(sorted(str(f.get("user-id", "?")) for f in facts)),
+                server_round,
+                {"has-property": int(any(has)), "participants": len(results), "holders": int(sum(has))},
+            )
+            full = {k: (self._global[k] - mean[k]).astype(np.float32) for k in self._names} if self._full else None
+            n = sum(int(res.num_examples) for _, res in results)
+            self._pool.submit_updates(
+                [AnonymousUpdate(update_id, server_round, delta_vector(self._global, mean, self._keys), n, full)]
+            )
+        return super().aggregate_fit(server_round, results, failures)
+
+
+def run_secagg_federation(
+    grid: Grid, context: Context, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None
+) -> dict:
+    """The legacy SecAgg+ counterpart of ``server.experiment.run_federation``; writes ``out/metrics.json``."""
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)  # the legacy client manager samples with the global ``random``
+    fed = federation(cfg, rule)
+    model = build_model(cfg.model, fed.corpus)
+    names = list(model.state_dict())
+    keys = attack_keys(model, cfg.model.attack_layers)
+    store = UpdateStore(out / "store")
+    referee = Referee(out / "referee")
+    test = fed.test_set()
+    device = pick_device(cfg.device)
+    utility: dict[int, dict[str, float]] = {}
+
+    def evaluate_fn(rnd: int, ndarrays: list[np.ndarray], config: dict) -> tuple[float, dict]:
+        model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(names, ndarrays, strict=True)})
+        utility[rnd] = evaluate(model, test, fed.corpus.task, device=device)
+        if progress:
+            progress(rnd, utility[rnd])
+        return utility[rnd]["loss"], utility[rnd]
+
+    runnable = [n for n in cfg.attack.suite if n in AGGREGATE_LEVEL]
+    pool = AttackPool(
+        _knowledge(cfg, fed, keys),
+        str(store.root),
+        workers=cfg.attack.workers,
+        queue_size=cfg.attack.queue_size,
+        submit_timeout=cfg.attack.submit_timeout,
+        run_id=f"{cfg.name}-{rule}-secagg",
+    )
+    users = len(fed.user_ids)
+    train_config = {k: v for k, v in _train_config(cfg, rule).items()}
+    try:
+        strategy = CuriousSecAggFedAvg(
+            keys=keys,
+            names=names,
+            referee=referee,
+            pool=pool,
+            seed=cfg.seed,
+            train_config=train_config,
+            full=needs_full_updates(runnable),
+            fraction_fit=cfg.fl.fraction_train,
+            fraction_evaluate=0.0,
+            min_fit_clients=1,
+            min_evaluate_clients=0,
+            min_available_clients=users,
+            evaluate_fn=evaluate_fn,
+            initial_parameters=ndarrays_to_parameters([v.detach().cpu().numpy() for v in model.state_dict().values()]),
+        )
+        sa = cfg.fl.secagg
+        legacy = LegacyContext(
+            context=context, config=ServerConfig(num_rounds=cfg.fl.rounds, round_timeout=cfg.fl.round_timeout), strategy=strategy
+        )
+        workflow = DefaultWorkflow(
+            fit_workflow=SecAggPlusWorkflow(
+                num_shares=sa.num_shares,
+                reconstruction_threshold=sa.reconstruction_threshold,
+                max_weight=sa.max_weight,
+                clipping_range=sa.clipping_range,
+                quantization_range=sa.quantization_range,
+                timeout=cfg.fl.round_timeout,
+            )
+        )
+        t0 = time.perf_counter()
+        workflow(grid, legacy)
+        fl_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        pool.fit(runnable)
+        attack_seconds = time.perf_counter() - t1
+    finally:
+        pool.close()
+    fit = pool.stats.fit_seconds
+    ok = [n for n in runnable if n in fit and fit[n] == fit[n]]
+    failed = {n: CANNOT_RUN for n in cfg.attack.attackers}
+    failed |= {n: CANNOT_RUN for n in cfg.attack.suite if n not in AGGREGATE_LEVEL}
+    failed |= {n: "fit failed or timed out (see pool errors)" for n in runnable if n not in ok}
+    summary = {
+        "prior": rule,
+        "users": users,
+        "rounds": cfg.fl.rounds,
+        "secure_aggregation": "secagg+",
+        "attackers": {},
+        "attackers_failed": failed,
+        "suite": score_suite(referee, store, cfg, out, ok),
+        "utility": {str(r): u for r, u in sorted(utility.items())},
+        "rounds_log": {str(r): s for r, s in sorted(strategy.rounds.items())},
+        "pool": pool.stats.to_dict(),
+        "fl_seconds": fl_seconds,
+        "attack_fit_seconds": attack_seconds,
+        "attack_layers": keys,
+        "defenses": [d.model_dump() for d in cfg.defenses],
+        "defending_users": len(defending_users(cfg, fed.user_ids)),
+    }
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    return summary
+
+
+def build_secagg_server_app(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> ServerApp:
+    """A ServerApp whose main runs ``cfg`` under SecAgg+ (used by ``leakbed run``)."""
+    bound = ServerApp()
+
+    @bound.main()
+    def _main(grid: Grid, context: Context) -> None:
+        run_secagg_federation(grid, context, cfg, rule, out, progress)
+
+    return bound
