@@ -5,10 +5,18 @@ import sys
 import pytest
 
 from leakbed.config import ConfigError
-from leakbed.sweep import BASELINE, grid_points, parse_grid
+from leakbed.sweep import BASELINE, Grid, defense_label, grid_points, parse_grid, read_sweep_file
+from tests.conftest import REPO
 
-TINY = ["data.synthetic.users=8", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8", "fl.rounds=3",
-        "fl.fraction_train=0.5", "attack.workers=1", 'split.priors=["random"]']
+TINY = [
+    "data.synthetic.users=8",
+    "data.synthetic.examples_per_user=40",
+    "data.synthetic.image_size=8",
+    "fl.rounds=3",
+    "fl.fraction_train=0.5",
+    "attack.workers=1",
+    'split.priors=["random"]',
+]
 
 
 def test_grid_is_a_product_plus_an_undefended_baseline():
@@ -30,8 +38,18 @@ def test_bad_grid_fails_before_running():
 @pytest.mark.slow
 def test_sweep_runs_resumes_and_reports(tmp_path):
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "leakbed.cli", "sweep", "--set", 'defenses=[{name="rand-aug"}]',
-           "--grid", "defenses.0.strength=0,1", "--out", str(out)] + [a for s in TINY for a in ("--set", s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "leakbed.cli",
+        "sweep",
+        "--set",
+        'defenses=[{name="rand-aug"}]',
+        "--grid",
+        "defenses.0.strength=0,1",
+        "--out",
+        str(out),
+    ] + [a for s in TINY for a in ("--set", s)]
     first = subprocess.run(cmd, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "ran 3 of 3 points" in first.stdout
@@ -46,3 +64,68 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
     assert (out / "defenses.0.strength=1" / "metrics.json").stat().st_mtime_ns == stamp
     other = subprocess.run([*cmd[:-2], "--grid", "fl.lr=0.2", "--out", str(out)], capture_output=True, text=True)
     assert other.returncode == 2 and "different sweep" in other.stderr
+
+
+def test_several_labelled_grids_share_one_baseline_and_sweep():
+    grids = [
+        Grid([("defenses.0.strength", [0.5, 1.0])], "mm-aug", ['defenses=[{name="mm-aug"}]']),
+        Grid([("shuffler.batch_min", [4, 8])], "batching"),
+    ]
+    points = grid_points({}, ["fl.rounds=3"], None, grids)
+    assert list(points) == [
+        BASELINE,
+        "mm-aug.strength=0.5",
+        "mm-aug.strength=1.0",
+        "batching.batch_min=4",
+        "batching.batch_min=8",
+    ]
+    assert points[BASELINE].defenses == [] and points[BASELINE].shuffler.batch_min == 0
+    assert points["mm-aug.strength=1.0"].defenses[0].name == "mm-aug" and points["batching.batch_min=8"].shuffler.batch_min == 8
+    assert all(c.fl.rounds == 3 for c in points.values())
+    assert [defense_label(c) for c in points.values()] == ["none", "mm-aug", "mm-aug", "batching", "batching"]
+    with pytest.raises(ConfigError, match="both named"):
+        grid_points({}, [], None, [grids[1], grids[1]])
+    with pytest.raises(ConfigError, match="batching: shuffler.batch_min"):
+        grid_points({}, [], None, [Grid([("shuffler.batch_min", [-1])], "batching")])
+
+
+def test_the_shipped_sweep_files_hold_the_seeds_grids():
+    base, sets, grids = read_sweep_file(REPO / "configs" / "sweep-synthetic.toml")
+    points = grid_points(base, sets, None, grids)
+    labels = {g.label: [v for _, vs in g.axes for v in vs] for g in grids}
+    assert labels["bkg-repl"] == [0.25, 0.5, 0.75, 1.0] and labels["noise"] == [1e-2, 1e-1, 1.0, 1e1, 1e2]
+    assert labels["rand-aug"] == labels["mm-aug"] == [0.5, 1.0, 2.0] and 0.0 in labels["dp-fedavg"]
+    assert {"selective", "local-dp", "dropout", "batching"} <= set(labels)
+    assert len(points) == 1 + sum(len(v) for v in labels.values())
+    assert points[BASELINE].data.synthetic.users == 24 and points[BASELINE].split.priors == ["random"]
+    fem_base, fem_sets, fem_grids = read_sweep_file(REPO / "configs" / "sweep-femnist.toml")
+    assert fem_base["data"]["source"] == "leaf" and len(grid_points(fem_base, fem_sets, None, fem_grids)) > 10
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[sweep]\nconfig = ''\n", "no \\[\\[sweep.grid\\]\\]"),
+        ("[sweep]\nfoo = 1\n", "unknown sweep key 'foo'"),
+        ("[sweep]\n[[sweep.grid]]\nlabel = 'a b'\naxes = {x = [1]}\n", "label"),
+        ("[sweep]\n[[sweep.grid]]\nlabel = 'a'\naxes = {}\n", "axes"),
+        ("[sweep]\n[fl]\nrounds = 2\n", "one \\[sweep\\] table"),
+    ],
+)
+def test_bad_sweep_files_fail_with_one_line(tmp_path, text, message):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        read_sweep_file(path)
+
+
+def test_sweep_cli_needs_a_grid_and_fails_fast(tmp_path):
+    run = [sys.executable, "-m", "leakbed.cli", "sweep", "--out", str(tmp_path / "o")]
+    none = subprocess.run(run, capture_output=True, text=True)
+    assert none.returncode == 2 and "give --grid" in none.stderr
+    bad = tmp_path / "s.toml"
+    bad.write_text(
+        "[sweep]\n[[sweep.grid]]\nlabel = 'x'\naxes = {'defenses.0.strength' = [1]}\nset = ['defenses=[{name=\"dropout\"}]']\n"
+    )
+    out = subprocess.run([*run[:4], str(bad), *run[4:]], capture_output=True, text=True)
+    assert out.returncode == 2 and "dropout strength is a probability" in out.stderr and not (tmp_path / "o").exists()
