@@ -151,6 +151,37 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attack_worker(args: argparse.Namespace) -> int:
+    from attacks.worker import main as worker_main
+
+    argv = ["--port", str(args.port), "--store", args.store, "--host", args.host, "--metrics-port", str(args.metrics_port)]
+    return worker_main(argv)
+
+
+def cmd_deploy_local(args: argparse.Namespace) -> int:
+    from leakbed.data import DataError, federation
+    from leakbed.deploy_local import DeployError, deploy_local
+
+    try:
+        cfg = load_config(args.config, args.set)
+        out = _out_dir(cfg, args.out)
+        preflight(cfg)
+        users = len(federation(cfg, cfg.split.priors[0]).user_ids)
+        n = args.supernodes or users
+        if n != users:
+            raise ConfigError(f"--supernodes {n}: the federation has {users} users and each SuperNode is one user")
+        if not 1 <= args.workers <= 64 or not 0 <= args.metrics_port <= 65535 or not 0 <= args.hold <= 86_400:
+            raise ConfigError("--workers must be 1..64, --metrics-port 0..65535, --hold 0..86400")
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    try:
+        deploy_local(cfg, out, supernodes=n, workers=args.workers, metrics_port=args.metrics_port, hold_seconds=args.hold)
+    except DeployError as err:
+        print(f"leakbed: deploy-local failed: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from leakbed.report import write_report
 
@@ -203,6 +234,21 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field for every point")
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
     w.set_defaults(fn=cmd_sweep)
+    a = sub.add_parser("attack-worker", help="serve the attack service over gRPC (one worker of the pool)")
+    a.add_argument("--port", type=int, required=True, help="gRPC port")
+    a.add_argument("--store", required=True, help="root folder of the run stores (shared with the ServerApp)")
+    a.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    a.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none")
+    a.set_defaults(fn=cmd_attack_worker)
+    d = sub.add_parser("deploy-local", help="TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes")
+    d.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    d.add_argument("--out", help="deployment folder (must be new or empty): certs, logs, run")
+    d.add_argument("--supernodes", type=int, default=0, help="SuperNodes; must equal the federation's users (default: that)")
+    d.add_argument("--workers", type=int, default=2, help="attack worker processes (default 2)")
+    d.add_argument("--metrics-port", type=int, default=0, help="ServerApp /metrics port (default: a free one)")
+    d.add_argument("--hold", type=float, default=5.0, help="keep /metrics up this long after each run [s] (default 5)")
+    d.set_defaults(fn=cmd_deploy_local)
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)

@@ -1,0 +1,343 @@
+"""``leakbed deploy-local``: the deployment topology as local processes, without Docker.
+
+On 127.0.0.1: a SuperLink with TLS (a private CA from ``deploy/certs.sh``) and SuperNode
+authentication, one SuperNode per user (its partition-id names the user; its key registered with
+``flwr supernode register``), ``W`` attack workers (``leakbed attack-worker``, gRPC, sharing the
+run's store folder), then ``flwr run`` of this app once per prior. The ServerApp serves
+Prometheus metrics; the command scrapes them over HTTP while the run goes on and prints the
+round count and each attack's AP from the final scrape. Every process it started is stopped at
+the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from leakbed.config import ExperimentConfig, dump_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONNECTION = "leakbed-local"
+
+
+class DeployError(RuntimeError):
+    """A step of the local deployment failed; the message is one line naming it."""
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports nothing listens on right now (held open together while picked)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def scrape(url: str, timeout: float = 5.0) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """``{sample name: [(labels, value), ...]}`` of a Prometheus text endpoint."""
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        text = r.read().decode("utf-8")
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    return out
+
+
+def value(samples: dict, name: str, **labels: str) -> float | None:
+    """The first sample of ``name`` whose labels include ``labels``."""
+    for got, v in samples.get(name, []):
+        if all(got.get(k) == want for k, want in labels.items()):
+            return v
+    return None
+
+
+def _by_attack(samples: dict, name: str, prior: str) -> dict[str, float]:
+    return {labels["attack"]: v for labels, v in samples.get(name, []) if labels.get("prior") == prior}
+
+
+def _children(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(entry))
+    out, todo = [], list(kids.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+@dataclass
+class Deployment:
+    """The processes of one local deployment and where they log."""
+
+    out: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        logs = self.out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with (logs / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+            )
+        self.procs[name] = proc
+        return proc
+
+    def run(self, name: str, argv: list[str], timeout: float) -> str:
+        """A short command (certificates, registration); its output, or a DeployError naming it."""
+        try:
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DeployError(f"{name}: no answer within {timeout:.0f}s") from None
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        (self.out / "logs" / f"{name}.log").write_text(done.stdout + done.stderr)
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+            raise DeployError(f"{name} exited with {done.returncode}: {last[0]}")
+        return done.stdout
+
+    def check_alive(self) -> None:
+        for name, p in self.procs.items():
+            if p.poll() is not None and name != "flwr-run":
+                raise DeployError(f"{name} exited with code {p.returncode}; see {self.out / 'logs' / (name + '.log')}")
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``."""
+        pids = []
+        for p in reversed(list(self.procs.values())):
+            pids += [p.pid, *_children(p.pid)]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str, dep: Deployment) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dep.check_alive()
+        if check():
+            return
+        time.sleep(0.5)
+    raise DeployError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _https_ok(url: str, ca: Path) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ssl.create_default_context(cafile=str(ca))) as r:
+            return 200 <= r.status < 300
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Ports:
+    superlink: int
+    supernodes: list[int]
+    workers: list[int]
+    metrics: int
+    worker_metrics: list[int]
+
+    @classmethod
+    def pick(cls, supernodes: int, workers: int, metrics: int = 0) -> Ports:
+        ports = free_ports(1 + supernodes + 2 * workers + 1)
+        link, rest = ports[0], ports[1:]
+        return cls(
+            link,
+            rest[:supernodes],
+            rest[supernodes : supernodes + workers],
+            metrics or rest[-1],
+            rest[supernodes + workers : supernodes + 2 * workers],
+        )
+
+
+def deploy_local(
+    cfg: ExperimentConfig,
+    out: Path,
+    *,
+    supernodes: int,
+    workers: int = 2,
+    metrics_port: int = 0,
+    hold_seconds: float = 30.0,
+    timeout: float = 3600.0,
+    say: Callable[[str], None] = print,
+) -> dict[str, dict]:
+    """Start the topology, run every prior of ``cfg``, return ``{prior: final scrape summary}``; stops everything."""
+    bin_dir = Path(sys.executable).parent
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ports = Ports.pick(supernodes, workers, metrics_port)
+    home, certs, run_dir = out / "flwr-home", out / "certs", out / "run"
+    env = dict(os.environ)
+    env.update(
+        {
+            "FLWR_HOME": str(home),
+            "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "FLWR_TELEMETRY_ENABLED": "0",
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "PYTHONUNBUFFERED": "1",
+            "GRPC_VERBOSITY": "ERROR",
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+        }
+    )
+    link = f"127.0.0.1:{ports.superlink}"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+        f'address = "{link}"\nroot-certificates = "{certs / "ca.crt"}"\n'
+    )
+    # The run's config as the ServerApp will load it: the attack workers' addresses and /metrics added.
+    run_cfg = cfg.model_copy(
+        update={
+            "attack": cfg.attack.model_copy(update={"worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers]}),
+            "telemetry": cfg.telemetry.model_copy(
+                update={"port": ports.metrics, "host": "127.0.0.1", "hold_seconds": hold_seconds}
+            ),
+        }
+    )
+    config_path = out / "experiment.toml"
+    config_path.write_text(dump_config(run_cfg))
+
+    dep = Deployment(out, env)
+    results: dict[str, dict] = {}
+    try:
+        dep.run("certs", ["bash", str(REPO_ROOT / "deploy" / "certs.sh"), str(certs), str(supernodes)], 120)
+        dep.start(
+            "superlink",
+            [
+                str(bin_dir / "flower-superlink"),
+                *("--host", "127.0.0.1", "--port", str(ports.superlink)),
+                *("--ssl-ca-certfile", str(certs / "ca.crt")),
+                *("--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")),
+                "--enable-supernode-auth",
+                *("--database", str(out / "superlink.db")),
+                "--disable-runtime-dependency-installation",
+            ],
+        )
+        _wait(lambda: _https_ok(f"https://{link}/health", certs / "ca.crt"), 120, f"SuperLink https://{link}/health", dep)
+        say(f"SuperLink (TLS, SuperNode auth) on {link}")
+        for i in range(supernodes):
+            dep.run(
+                f"register-{i}", [str(bin_dir / "flwr"), "supernode", "register", str(certs / f"node-{i}.pub"), CONNECTION], 120
+            )
+        for i, port in enumerate(ports.supernodes):
+            dep.start(
+                f"supernode-{i}",
+                [
+                    str(bin_dir / "flower-supernode"),
+                    *("--superlink", link, "--root-certificates", str(certs / "ca.crt")),
+                    *("--auth-supernode-private-key", str(certs / f"node-{i}")),
+                    *("--port", str(port), "--node-config", f"partition-id={i} num-partitions={supernodes}"),
+                ],
+            )
+        for i, (port, mport) in enumerate(zip(ports.workers, ports.worker_metrics, strict=True)):
+            dep.start(
+                f"attack-worker-{i}",
+                [
+                    *(str(bin_dir / "leakbed"), "attack-worker"),
+                    *("--port", str(port), "--store", str(out), "--metrics-port", str(mport)),
+                ],
+            )
+        _wait(lambda: all(_port_open(p) for p in ports.workers), 120, "the attack workers", dep)
+        say(f"{supernodes} SuperNodes registered and started; {workers} attack workers on ports {ports.workers}")
+        url = f"http://127.0.0.1:{ports.metrics}/metrics"
+        for prior in cfg.split.priors:
+            results[prior] = _run_prior(dep, bin_dir, config_path, run_dir, prior, url, timeout, say)
+        say(f"report: {run_dir / 'report.md'}")
+    finally:
+        dep.stop()
+    return results
+
+
+def _run_prior(
+    dep: Deployment, bin_dir: Path, config_path: Path, run_dir: Path, prior: str, url: str, timeout: float, say
+) -> dict:
+    """One ``flwr run``; polls /metrics until the run is finished and returns the final values."""
+    run_config = f"config='{config_path}' out-dir='{run_dir}' prior='{prior}'"
+    flwr = dep.start(
+        f"flwr-run-{prior}", [str(bin_dir / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream", "--run-config", run_config]
+    )
+    deadline, last_round, final = time.monotonic() + timeout, -1.0, None
+    while time.monotonic() < deadline:
+        dep.check_alive()
+        try:
+            samples = scrape(url)
+        except (urllib.error.URLError, OSError, ValueError):
+            samples = None
+        if samples is not None:
+            rnd = value(samples, "leakbed_round", prior=prior)
+            if rnd is not None and rnd != last_round:
+                say(f"[{prior}] round {rnd:.0f} / {value(samples, 'leakbed_rounds_planned', prior=prior) or 0:.0f}")
+                last_round = rnd
+            if value(samples, "leakbed_run_finished", prior=prior) == 1:
+                final = samples
+                break
+        if flwr.poll() is not None and samples is None and flwr.returncode != 0:
+            raise DeployError(f"flwr run exited with {flwr.returncode}; see {dep.out / 'logs' / f'flwr-run-{prior}.log'}")
+        time.sleep(1.0)
+    if final is None:
+        raise DeployError(f"prior {prior}: no finished run on {url} within {timeout:.0f}s")
+    summary = {
+        "round": value(final, "leakbed_round", prior=prior),
+        "ap": {labels["attack"]: v for labels, v in final.get("leakbed_attack_ap", []) if labels.get("prior") == prior},
+        "x_chance": {
+            labels["attack"]: v for labels, v in final.get("leakbed_attack_x_chance", []) if labels.get("prior") == prior
+        },
+        "updates_analysed": value(final, "leakbed_updates_analysed_total", prior=prior),
+        "updates_tapped": value(final, "leakbed_updates_tapped_total", prior=prior),
+    }
+    aps = ", ".join(
+        f"{a} AP {v:.3f} ({summary['x_chance'].get(a, float('nan')):.1f}× chance)" for a, v in sorted(summary["ap"].items())
+    )
+    say(f"[{prior}] finished after round {summary['round']:.0f}: {aps}")
+    try:
+        flwr.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise DeployError(f"flwr run of prior {prior} did not return") from None
+    return summary
