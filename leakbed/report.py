@@ -106,6 +106,26 @@ def _defense_lines(run: dict) -> list[str]:
     return lines
 
 
+def _privacy_lines(run: dict) -> list[str]:
+    """The DP defenses' (ε, δ), noise and clip, and what shuffler batching held back."""
+    lines = []
+    for p in run.get("privacy", []):
+        eps = "no finite ε" if p["epsilon"] is None else f"ε = {p['epsilon']:.3g}"
+        extra = f" ({p['note']})" if p.get("note") else ""
+        lines.append(
+            f"- {p['defense']}: {eps} at δ = {p['delta']:g}, noise multiplier {p['noise_multiplier']:g}, "
+            f"clip {p['clip']:g}, {p['adopters']} adopters; {p['accountant']}{extra}"
+        )
+    b = run.get("shuffler", {})
+    if b.get("batch_min"):
+        lines.append(
+            f"- shuffler batching k = {b['batch_min']}: {b['released']} of {b['held']} updates released in "
+            f"{len(b['batches'])} batches (rounds {b['release_rounds']}), {b['withheld']} withheld; "
+            f"up to {b['max_delay_rounds']} rounds late"
+        )
+    return lines
+
+
 def _suite_lines(rule: str, run: dict) -> list[str]:
     """The further attacks of the suite: their scalar metrics, tables and figures, as scored."""
     lines = []
@@ -157,6 +177,7 @@ def write_report(run_dir: Path) -> Path:
             f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
             f"- failed replies {failed}, rejected {rejected}",
             *_defense_lines(run),
+            *_privacy_lines(run),
             *[f"- attacker {n} has no result: {why}" for n, why in run.get("attackers_failed", {}).items()],
             "",
         ]
