@@ -174,7 +174,9 @@ def write_report(run_dir: Path) -> Path:
             f"- final utility: {final['utility']:.3f}; FL wall time {run['fl_seconds']:.1f} s; "
             f"attack fitting {run['attack_fit_seconds']:.1f} s",
             f"- attack pool: tapped {pool['tapped']}, analysed {pool['analysed']}, dropped {pool['dropped']}, "
-            f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}",
+            f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}; "
+            f"worker restarts {pool.get('worker_restarts', 0)}, redeliveries {pool.get('retries', 0)}, "
+            f"duplicates filed once {pool.get('duplicates', 0)}",
             f"- failed replies {failed}, rejected {rejected}",
             *_defense_lines(run),
             *_privacy_lines(run),

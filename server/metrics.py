@@ -107,7 +107,6 @@ class RunTelemetry:
 
 def observe_round(tel: RunTelemetry, rnd: int, log_: object | None, stats: PoolStats, depth: int) -> None:
     """After round ``rnd``'s aggregation: its reply counts and durations (a ``RoundLog``), and the pool's state."""
-    if rnd > 0 and log_ is not None:
-        missing = max(0, log_.sampled - log_.received)  # sampled devices that never answered
-        tel.round_done(rnd, log_.received, log_.failed + missing, log_.rejected, log_.seconds, log_.aggregation_seconds)
+    if rnd > 0 and log_ is not None:  # ``failed`` counts error replies and sampled devices that never answered
+        tel.round_done(rnd, log_.received, log_.failed, log_.rejected, log_.seconds, log_.aggregation_seconds)
     tel.pool(stats, depth)

@@ -102,6 +102,9 @@ class CuriousFedAvg(FedAvg):
                 log.warning("round %d: rejected a reply: %s", server_round, problem)
                 continue
             usable.append(msg)
+        if (missing := stats.sampled - stats.received) > 0:  # devices lost mid-round (crashed, disconnected)
+            stats.failed += missing
+            stats.reasons.append(f"error: {missing} sampled device(s) sent no reply")
         usable.sort(key=_digest)  # arrival order must not change the (floating-point) aggregate
         anonymous = self._shuffler.process(server_round, self._global, usable)
         self._pool.submit_updates(anonymous)

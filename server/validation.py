@@ -12,10 +12,11 @@ def reply_problem(msg: Message, global_arrays: dict[str, np.ndarray], max_bytes:
     """Why a reply cannot be used (oversized, wrong records, keys, shapes, non-finite values), or None.
 
     ``max_bytes`` bounds the array data of the whole reply (every array record); 0 means twice
-    the global model, which a well-formed reply (one copy of the model) never reaches.
+    the global model (plus headers), which a well-formed reply (one copy of the model) never reaches.
     """
     content = msg.content
-    limit = max_bytes or 2 * sum(int(a.nbytes) for a in global_arrays.values())
+    # (each serialized array carries a .npy header of about a hundred bytes: allowed for on top)
+    limit = max_bytes or 2 * sum(int(a.nbytes) for a in global_arrays.values()) + 1024 * max(1, len(global_arrays))
     size = sum(len(arr.data) for record in content.array_records.values() for arr in record.values())
     if size > limit:
         return f"oversized: {size} bytes of arrays > {limit}"
