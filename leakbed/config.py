@@ -441,6 +441,11 @@ class ShufflerConfig(Section):
         description="hold anonymous updates across rounds and release them to the attacks only in batches of at "
         "least this many; 0 = every round as it comes [updates]",
     )
+    reference: Literal["release", "nearest"] = Field(
+        "release",
+        description="the curious server's reference model for a batched update's Δw: the release round's global "
+        "model, or (an adaptive attacker) the global model of the batch's rounds nearest to the update's weights [name]",
+    )
 
 
 class ExperimentConfig(Section):

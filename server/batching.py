@@ -5,7 +5,9 @@ attacks only once at least ``batch_min`` are waiting, all in one shuffled batch.
 untouched (FedAvg still averages every round's updates in that round); what changes is what the
 attacker sees and when: a released update carries only the release round, so the attacker no
 longer knows which round, hence which global model, it was trained from, and computes Δw against
-the global model of the release round (the latest it knows), the best single guess it has.
+the global model of the release round (the latest it knows). An adaptive attacker
+(``reference = "nearest"``) instead takes, for each update, the global model of the batch's rounds
+nearest to the update's weights: local training moves weights only a little from where it started.
 Updates still held when training ends (fewer than ``batch_min``) are never released: they are
 counted as ``withheld``, so ``held == released + withheld`` always balances.
 Threat model: the shuffler is trusted (it alone sees identities and rounds); the server is not.
@@ -64,3 +66,15 @@ class BatchRelease:
         self.stats.release_rounds.append(rnd)
         self.stats.max_delay_rounds = max(self.stats.max_delay_rounds, max(rnd - u.round for u in out))
         return out
+
+
+def nearest_global(
+    candidates: dict[int, dict[str, np.ndarray]], local: dict[str, np.ndarray], keys: list[str]
+) -> dict[str, np.ndarray]:
+    """The candidate global model closest (L2 over ``keys``) to an update's weights; ties go to the latest round."""
+
+    def distance(rnd: int) -> float:
+        g = candidates[rnd]
+        return float(sum(np.sum((np.asarray(local[k], np.float64) - g[k]) ** 2) for k in keys))
+
+    return candidates[min(sorted(candidates, reverse=True), key=distance)]

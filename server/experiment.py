@@ -108,7 +108,12 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     )
     try:
         shuffler = Shuffler(
-            referee, keys, cfg.seed, full_updates=needs_full_updates(cfg.attack.suite), batch_min=cfg.shuffler.batch_min
+            referee,
+            keys,
+            cfg.seed,
+            full_updates=needs_full_updates(cfg.attack.suite),
+            batch_min=cfg.shuffler.batch_min,
+            reference=cfg.shuffler.reference,
         )
         strategy = CuriousFedAvg(
             shuffler=shuffler,

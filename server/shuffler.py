@@ -12,19 +12,30 @@ from flwr.app import Message
 
 from attacks import AnonymousUpdate
 from leakbed.updates import delta_vector
-from server.batching import BatchRelease, HeldUpdate
+from server.batching import BatchRelease, HeldUpdate, nearest_global
 from server.referee import Referee
 
 TRUTH_KEY = "leakbed-truth"
 
 
 class Shuffler:
-    def __init__(self, referee: Referee, keys: list[str], seed: int, *, full_updates: bool = False, batch_min: int = 0) -> None:
+    def __init__(
+        self,
+        referee: Referee,
+        keys: list[str],
+        seed: int,
+        *,
+        full_updates: bool = False,
+        batch_min: int = 0,
+        reference: str = "release",
+    ) -> None:
         self._referee = referee
         self._keys = keys
         self._full = full_updates  # pass every parameter's Δw on (suite attacks that read whole updates)
         self._rng = np.random.default_rng([seed, 0x5A])
         self.batching = BatchRelease(batch_min)
+        self._reference = reference
+        self._globals: dict[int, dict[str, np.ndarray]] = {}  # global models of the rounds since the last release
 
     def process(self, rnd: int, global_arrays: dict[str, np.ndarray], replies: list[Message]) -> list[AnonymousUpdate]:
         """Take the truth record out of each reply (in place) and return the released anonymous updates,
@@ -40,11 +51,17 @@ class Shuffler:
             n = int(msg.content.metric_records["metrics"]["num-examples"])
             kept = global_arrays if self._full else self._keys
             held.append(HeldUpdate(update_id, rnd, {k: np.array(arrays[k].numpy()) for k in kept}, n))
+        if self._reference == "nearest":
+            self._globals[rnd] = {k: np.array(global_arrays[k]) for k in (global_arrays if self._full else self._keys)}
         out = []
-        for h in self.batching.offer(rnd, held):
+        released = self.batching.offer(rnd, held)
+        for h in released:
+            ref = nearest_global(self._globals, h.local, self._keys) if self._reference == "nearest" else global_arrays
             full = None
             if self._full:
-                full = {k: (global_arrays[k] - h.local[k]).astype(np.float32) for k in global_arrays}
-            out.append(AnonymousUpdate(h.update_id, rnd, delta_vector(global_arrays, h.local, self._keys), h.num_examples, full))
+                full = {k: (ref[k] - h.local[k]).astype(np.float32) for k in global_arrays}
+            out.append(AnonymousUpdate(h.update_id, rnd, delta_vector(ref, h.local, self._keys), h.num_examples, full))
+        if released:
+            self._globals.clear()
         order = self._rng.permutation(len(out))
         return [out[i] for i in order]
