@@ -111,7 +111,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from leakbed.config import read_tree
     from leakbed.data import DataError
-    from leakbed.sweep import grid_points, is_sweep_file, parse_grid, read_sweep_file, run_sweep, write_sweep_report
+    from leakbed.sweep import (
+        extends,
+        grid_points,
+        is_sweep_file,
+        parse_grid,
+        read_sweep_file,
+        run_sweep,
+        sweep_spec,
+        write_sweep_report,
+    )
 
     try:
         base, sets, grids = read_sweep_file(args.config) if is_sweep_file(args.config) else (read_tree(args.config), [], [])
@@ -120,9 +129,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         points = grid_points(base, [*sets, *args.set], parse_grid(args.grid), grids)
         first = next(iter(points.values()))
         out = Path(args.out) if args.out else default_run_dir(first.name + "-sweep")
-        spec = {"config": args.config, "set": args.set, "grid": args.grid, "points": sorted(points)}
+        spec = {"config": args.config, "points": sweep_spec(points)}
         saved = out / "sweep.json"
-        if saved.exists() and json.loads(saved.read_text()) != spec:
+        if saved.exists() and not extends(json.loads(saved.read_text()).get("points"), spec["points"]):
             raise ConfigError(f"--out {out}: holds a different sweep ({saved}); refusing to mix them")
         if not saved.exists() and out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out}: folder exists, is not empty and is not a sweep")

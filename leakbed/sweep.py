@@ -124,6 +124,19 @@ def is_sweep_file(path: str | Path | None) -> bool:
     return path is not None and "sweep" in read_tree(path)
 
 
+def sweep_spec(points: dict[str, ExperimentConfig]) -> dict[str, str]:
+    """Each point's name and a digest of its frozen config: what identifies a finished point on resume."""
+    import hashlib
+
+    return {name: hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16] for name, cfg in points.items()}
+
+
+def extends(saved: object, spec: dict[str, str]) -> bool:
+    """A sweep folder may be resumed or extended (new grids) but never mixed: every point it already
+    holds must be in the new sweep with the very same config."""
+    return isinstance(saved, dict) and all(spec.get(name) == digest for name, digest in saved.items())
+
+
 def run_sweep(points: dict[str, ExperimentConfig], out: Path, run_point: Callable[[ExperimentConfig, Path], None]) -> list[str]:
     """Run every point not already finished; returns the names of the points it ran."""
     ran = []

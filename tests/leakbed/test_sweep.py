@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from leakbed.config import ConfigError
-from leakbed.sweep import BASELINE, Grid, defense_label, grid_points, parse_grid, read_sweep_file
+from leakbed.sweep import BASELINE, Grid, defense_label, extends, grid_points, parse_grid, read_sweep_file, sweep_spec
 from tests.conftest import REPO
 
 TINY = [
@@ -129,3 +129,13 @@ def test_sweep_cli_needs_a_grid_and_fails_fast(tmp_path):
     )
     out = subprocess.run([*run[:4], str(bad), *run[4:]], capture_output=True, text=True)
     assert out.returncode == 2 and "dropout strength is a probability" in out.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_sweep_folder_may_be_extended_but_never_mixed():
+    grid = Grid([("defenses.0.strength", [0.5])], "noise", ['defenses=[{name="noise"}]'])
+    more = Grid([("shuffler.batch_min", [4])], "batching")
+    old = sweep_spec(grid_points({}, [], None, [grid]))
+    assert extends(old, sweep_spec(grid_points({}, [], None, [grid, more])))  # a new grid: finished points reused
+    assert not extends(old, sweep_spec(grid_points({}, ["fl.rounds=3"], None, [grid])))  # same names, other configs
+    assert not extends(old, sweep_spec(grid_points({}, [], None, [more])))  # a finished point left out
+    assert not extends(["baseline"], old)  # not a sweep spec
