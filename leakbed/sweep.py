@@ -151,7 +151,8 @@ def run_sweep(points: dict[str, ExperimentConfig], out: Path, run_point: Callabl
 
 def defense_label(cfg: ExperimentConfig) -> str:
     """What a point defends with (its curve in the plot): defense names, ``batching``, or ``none``."""
-    parts = [d.name for d in cfg.defenses] + (["batching"] if cfg.shuffler.batch_min else [])
+    batching = "batching" + ("-nearest" if cfg.shuffler.reference == "nearest" else "")
+    parts = [d.name for d in cfg.defenses] + ([batching] if cfg.shuffler.batch_min else [])
     return "+".join(parts) or "none"
 
 
