@@ -1,0 +1,73 @@
+"""``leakbed deploy-local`` for real: on 127.0.0.1 a SuperLink with TLS and SuperNode authentication,
+3 SuperNodes (one per user), 2 gRPC attack workers and the ServerApp; /metrics scraped over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from leakbed.deploy_local import scrape, value
+from tests.integration.procs import VENV_BIN, Procs, flower_env, free_port, wait_until
+
+OVERRIDES = [
+    "data.synthetic.users=3",
+    "data.synthetic.examples_per_user=40",
+    "fl.rounds=2",
+    "fl.fraction_train=1.0",
+    'split.priors=["random"]',
+    'attack.attackers=["svm", "knn"]',
+]
+
+
+def _finished(url: str) -> dict | None:
+    try:
+        samples = scrape(url, timeout=2)
+    except (OSError, ValueError):
+        return None
+    return samples if value(samples, "leakbed_run_finished", prior="random") == 1 else None
+
+
+@pytest.mark.slow
+def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs) -> None:
+    out, port = tmp_path / "deploy", free_port()
+    sets = [arg for o in OVERRIDES for arg in ("--set", o)]
+    cmd = [str(VENV_BIN / "leakbed"), "deploy-local", *sets, "--out", str(out), "--metrics-port", str(port), "--hold", "15"]
+    cli = procs.start("deploy-local", cmd, flower_env(tmp_path / "unused-home"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    final: dict = {}
+    wait_until(lambda: bool(final.update(_finished(url) or {}) or final), 420, "run_finished on /metrics", procs)
+
+    # the scrape: round count and the attack's AP, as the dashboard sees them
+    assert value(final, "leakbed_round", prior="random") == 2
+    assert value(final, "leakbed_rounds_planned", prior="random") == 2
+    assert value(final, "leakbed_updates_tapped_total", prior="random") == 6
+    assert value(final, "leakbed_updates_analysed_total", prior="random") == 6
+    for attack in ("svm", "knn"):
+        ap = value(final, "leakbed_attack_ap", attack=attack, prior="random", world="closed", defense="none")
+        assert ap is not None and 0.0 < ap <= 1.0, (attack, ap)
+    metrics = json.loads((out / "run" / "random" / "metrics.json").read_text())
+    assert metrics["attackers"]["svm"]["ap"] == pytest.approx(value(final, "leakbed_attack_ap", attack="svm", prior="random"))
+    with urllib.request.urlopen(url, timeout=5) as r:
+        text = r.read().decode()
+    if shutil.which("promtool"):
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+    # TLS with a private CA, every SuperNode's key registered, attack work done by the 2 external workers
+    assert (out / "certs" / "ca.crt").is_file() and (out / "certs" / "server.pem").is_file()
+    for i in range(3):
+        assert "registered successfully" in (out / "logs" / f"register-{i}.log").read_text()
+    assert metrics["pool"]["worker_restarts"] == 0 and sum(metrics["pool"]["tasks_by_worker"].values()) >= 6
+    assert not (out / "run" / "random" / "store" / "workers").exists(), "the ServerApp spawned local workers"
+    rounds_log = metrics["rounds_log"]
+    assert all(rounds_log[r]["received"] == 3 and rounds_log[r]["failed"] == 0 for r in ("1", "2")), rounds_log
+
+    assert cli.popen.wait(timeout=300) == 0, procs.tails()
+    output = cli.stdout.read_text()
+    assert "[random] finished after round 2" in output and "svm AP" in output, output
