@@ -48,3 +48,17 @@ def planned_data(cfg: ExperimentConfig, user_ids: list[str], user: str, data: Us
     else:
         keep = prop if rnd >= onset else ~prop
     return data.take(np.flatnonzero(keep))
+
+
+
+def check_property_setup(cfg: ExperimentConfig, users: dict[str, UserData], param_names: list[str]) -> None:
+    """Bad input for the property / membership attacks and the property plan fails before anything starts."""
+    wants_property = bool({"property", "aggregate-property"} & set(cfg.attack.suite)) or not is_default(cfg)
+    if wants_property and not all("property" in d.attrs for d in users.values()):
+        raise ValueError(
+            "property inference and data.property_plan need a per-example 'property' attribute "
+            "(synthetic data, or a table column named property)"
+        )
+    property_holders(cfg, list(users))  # named holders must be users of the federation
+    if "membership" in cfg.attack.suite and not any(n.endswith("embedding.weight") for n in param_names):
+        raise ValueError("attack.suite 'membership' needs a text model with a token embedding (lstm-lm / lstm-classifier)")
