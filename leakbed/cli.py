@@ -31,7 +31,6 @@ def preflight(cfg: ExperimentConfig) -> None:
     from defenses.compat import check_defenses
     from leakbed.data import federation
     from leakbed.models import attack_keys, build_model
-    from leakbed.multitask import check_adversary
     from leakbed.property_plan import check_property_setup
 
     for rule in cfg.split.priors:
@@ -39,7 +38,6 @@ def preflight(cfg: ExperimentConfig) -> None:
         model = build_model(cfg.model, fed.corpus)
         attack_keys(model, cfg.model.attack_layers)
         check_defenses(cfg, fed.corpus, model)
-        check_adversary(cfg, fed)
         check_property_setup(cfg, {u: fed.private(i) for i, u in enumerate(fed.user_ids)}, list(model.state_dict()))
 
 
@@ -224,50 +222,6 @@ def cmd_compose(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_feature_inference(args: argparse.Namespace) -> int:
-    """Seed 004 Table 1 in kind: deep-feature property inference vs DLG by device batch size."""
-    from leakbed.data import DataError, federation
-    from leakbed.feature_eval import check_inputs, evaluate, markdown_table
-
-    try:
-        sets = list(args.set)
-        if args.batch_sizes:
-            sets.append(f"attack.feature_inference.batch_sizes=[{args.batch_sizes}]")
-        cfg = load_config(args.config, sets)
-        out = _out_dir(cfg, args.out)
-        check_inputs(cfg, federation(cfg, cfg.split.priors[0]))
-    except (ConfigError, DataError, ValueError) as err:
-        return _fail(str(err).splitlines()[0])
-    fi = cfg.attack.feature_inference
-    with _progress() as bar:
-        task = bar.add_task("device batches attacked", total=len(fi.batch_sizes) * fi.batches)
-        result = evaluate(cfg, out, progress=lambda size, b: bar.advance(task))
-    (out / "config.toml").write_text(dump_config(cfg))
-    print(markdown_table(result))
-    print(f"results: {out / 'feature_inference.md'}")
-    return 0
-
-
-def cmd_open_world_sweep(args: argparse.Namespace) -> int:
-    from leakbed.data import DataError
-    from leakbed.open_world_sweep import parse_seen, run_sweep, sweep_config
-
-    try:
-        seen = parse_seen(args.seen)
-        cfg = sweep_config(load_config(args.config, args.set), args.prior)
-        out = Path(args.out) if args.out else default_run_dir(cfg.name + "-open-world")
-        if out.exists() and any(out.iterdir()) and not (out / "run").is_dir():
-            raise ConfigError(f"--out {out}: folder exists, is not empty and is not an open-world sweep")
-        preflight(cfg)
-    except (ConfigError, DataError, ValueError) as err:
-        return _fail(str(err).splitlines()[0])
-    out.mkdir(parents=True, exist_ok=True)
-    with _progress() as bar:
-        report = run_sweep(cfg, args.prior, seen, out, lambda c, folder: run_experiment(c, folder, bar))
-    print(f"report: {report}")
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -291,12 +245,6 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field for every point")
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
     w.set_defaults(fn=cmd_sweep)
-    f = sub.add_parser("feature-inference", help="per-sample property inference from gradients: deep features vs DLG")
-    f.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
-    f.add_argument("--batch-sizes", metavar="B1,B2,...", help="device batch sizes, e.g. 1,8,32")
-    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
-    f.add_argument("--out", help="results folder (must be new or empty)")
-    f.set_defaults(fn=cmd_feature_inference)
     a = sub.add_parser("attack-worker", help="serve the attack service over gRPC (one worker of the pool)")
     a.add_argument("--port", type=int, required=True, help="gRPC port")
     a.add_argument("--store", required=True, help="root folder of the run stores (shared with the ServerApp)")
@@ -312,13 +260,6 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--metrics-port", type=int, default=0, help="ServerApp /metrics port (default: a free one)")
     d.add_argument("--hold", type=float, default=5.0, help="keep /metrics up this long after each run [s] (default 5)")
     d.set_defaults(fn=cmd_deploy_local)
-    o = sub.add_parser("open-world-sweep", help="open-world re-identification and matching vs share of seen users (Figure 6)")
-    o.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
-    o.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
-    o.add_argument("--seen", default="0,0.25,0.5,0.75,1", metavar="S1,S2,...", help="shares of seen users (default 0..1 by 0.25)")
-    o.add_argument("--prior", default="chrono", help="prior rule of the one FL run: chrono (default, as the seed) or random")
-    o.add_argument("--out", help="sweep folder; a finished FL run in it is reused")
-    o.set_defaults(fn=cmd_open_world_sweep)
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)
