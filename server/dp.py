@@ -10,7 +10,8 @@ The wrapper's noise comes from NumPy's global generator; it is seeded per round 
 only lets the wrapper account around an un-overridden ``FedAvg.aggregate_train``; ours is
 overridden (it taps), so the same accountant is driven here, in the mode the wrapper would use:
 no amplification by sampling, add-or-remove-one user, one Gaussian release per aggregated round.
-The sensitivity z·clip/m assumes equal weights, so a dp-fedavg run averages uniformly.
+The sensitivity z·clip/m assumes equal weights, so a dp-fedavg run averages uniformly. As in
+Flower, a round with any failed reply is skipped whole (no aggregate, no tap, no release).
 """
 
 from __future__ import annotations
