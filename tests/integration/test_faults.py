@@ -1,0 +1,194 @@
+"""Faults (issue 5): malformed updates, an attack worker killed mid-run, a SuperNode killed mid-run.
+
+Each must leave a finished run whose failures are counted (metrics.json, report, /metrics) and
+whose aggregate and attack store contain nothing from the failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+
+from leakbed import telemetry
+from leakbed.config import build_config
+from leakbed.deploy_local import scrape, value
+from leakbed.store import UpdateStore
+from server.metrics import RunTelemetry, observe_round
+from server.referee import Referee
+from server.shuffler import TRUTH_KEY, Shuffler
+from server.strategy import TRAIN_KEYS, CuriousFedAvg
+from tests.conftest import arrays_of, fake_message
+from tests.integration.procs import (
+    VENV_BIN,
+    Procs,
+    assert_run_completed,
+    find_pids,
+    flower_env,
+    free_ports,
+    http_ok,
+    terminate_tree,
+    wait_until,
+    write_connection,
+)
+
+GLOBAL = {"fc.weight": np.zeros((4, 3), np.float32), "fc.bias": np.zeros(4, np.float32)}
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.updates: list = []
+
+    def submit_round(self, snap) -> None:
+        pass
+
+    def submit_updates(self, updates) -> None:
+        self.updates += updates
+
+
+def _reply(user: str, value: float, **arrays: np.ndarray) -> object:
+    record = {k: v + value for k, v in GLOBAL.items()}
+    record.update(arrays)
+    return fake_message(
+        RecordDict(
+            {
+                "arrays": arrays_of(record),
+                "metrics": MetricRecord({"num-examples": 4}),
+                TRUTH_KEY: ConfigRecord({"user-id": user}),
+            }
+        )
+    )
+
+
+def test_malformed_updates_are_rejected_counted_and_not_aggregated(tmp_path, monkeypatch):
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    pool = _Pool()
+    strategy = CuriousFedAvg(
+        shuffler=Shuffler(Referee(tmp_path / "ref"), ["fc.weight", "fc.bias"], 0),
+        pool=pool,
+        seed=0,
+        fraction_train=1.0,
+        fraction_evaluate=0.0,
+        min_train_nodes=1,
+        min_evaluate_nodes=0,
+        min_available_nodes=1,
+    )
+    config = ConfigRecord({**{k: 0 for k in TRAIN_KEYS}, "optimizer": "sgd", "experiment": "{}", "prior-rule": "random"})
+    strategy.configure_train(1, arrays_of(GLOBAL), config, type("Grid", (), {"get_node_ids": lambda self: {7, 8}})())
+    oversized = _reply("c", 9.0)
+    oversized.content["smuggled"] = ArrayRecord({"blob": arrays_of({"x": np.ones(10_000, np.float32)})["x"]})
+    nan, inf, shape = _reply("d", 9.0), _reply("e", 9.0), _reply("f", 9.0)
+    nan.content["arrays"] = arrays_of({**GLOBAL, "fc.bias": np.full(4, np.nan, np.float32)})
+    inf.content["arrays"] = arrays_of({**GLOBAL, "fc.weight": np.full((4, 3), np.inf, np.float32)})
+    shape.content["arrays"] = arrays_of({**GLOBAL, "fc.weight": np.zeros((3, 4), np.float32)})
+    arrays, _ = strategy.aggregate_train(1, [_reply("a", 1.0), oversized, nan, inf, shape, _reply("b", 3.0)])
+
+    log = strategy.rounds[1]
+    assert (log.received, log.rejected) == (6, 4), log
+    assert sum("oversized" in r for r in log.reasons) == 1 and sum("non-finite" in r for r in log.reasons) == 2
+    np.testing.assert_allclose(arrays["fc.weight"].numpy(), 2.0)  # the mean of the two good replies only
+    assert len(pool.updates) == 2  # nothing malformed reached the attacks
+    tel = RunTelemetry(build_config({}), "faults-malformed")
+    observe_round(tel, 1, log, type("S", (), {"tapped": 2, "analysed": 2, "dropped": 0, "failed": 0, "lag_rounds": 0})(), 0)
+    labels = {"prior": "faults-malformed", "reason": "rejected"}
+    assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_updates_failed_total", labels) == 4
+
+
+@pytest.mark.slow
+def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp_path: Path, procs: Procs) -> None:
+    run = tmp_path / "run"
+    sets = [
+        "data.synthetic.users=4",
+        "data.synthetic.examples_per_user=40",
+        "data.synthetic.image_size=8",
+        "fl.rounds=4",
+        "fl.fraction_train=1.0",
+        'split.priors=["random"]',
+        'attack.attackers=["knn"]',
+        "attack.workers=2",
+    ]
+    cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
+    cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
+    store = run / "random" / "store"
+    workers = rf"attacks\.worker --port \d+ --store {re.escape(str(store.resolve()))}"
+    wait_until(lambda: len(find_pids(workers)) == 2 and any((store / "anon").glob("r000001-*.npz")), 300, "round 1 filed", procs)
+    victim = min(find_pids(workers))
+    os.kill(victim, signal.SIGKILL)
+    assert cli.popen.wait(timeout=400) == 0, procs.tails()
+
+    metrics = json.loads((run / "random" / "metrics.json").read_text())
+    pool = metrics["pool"]
+    assert pool["worker_restarts"] >= 1, pool
+    assert pool["tapped"] == pool["analysed"] == 16 and pool["failed"] == pool["dropped"] == 0, pool
+    assert len(set(map(str, UpdateStore(store).read_anon()["ids"]))) == 16  # each update filed exactly once
+    assert "knn" in metrics["attackers"]
+    assert "worker restarts" in (run / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Path, procs: Procs) -> None:
+    home, run = tmp_path / "flwr-home", tmp_path / "run"
+    link_port, metrics_port, *node_ports = free_ports(5)
+    link = f"127.0.0.1:{link_port}"
+    write_connection(home, "local-deployment", f'address = "{link}"\ninsecure = true')
+    env = flower_env(home)
+    superlink = [str(VENV_BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(link_port)]
+    superlink += ["--disable-runtime-dependency-installation", "--database", str(tmp_path / "superlink.db")]
+    procs.start("superlink", superlink, env)
+    wait_until(lambda: http_ok(f"http://{link}/health"), 60, "SuperLink /health", procs)
+    nodes = []
+    for pid, port in enumerate(node_ports):
+        argv = [str(VENV_BIN / "flower-supernode"), "--insecure", "--superlink", link, "--port", str(port)]
+        nodes.append(procs.start(f"supernode{pid}", [*argv, "--node-config", f"partition-id={pid} num-partitions=3"], env))
+    overrides = (
+        "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=3 fl.fraction_train=1.0 fl.round_timeout=240 "
+        f'attack.workers=1 attack.attackers=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
+        "telemetry.hold_seconds=30"
+    )
+    run_config = f"set='{overrides}' out-dir='{run}' prior='random'"
+    flwr = [str(VENV_BIN / "flwr"), "run", str(Path(__file__).resolve().parents[2]), "local-deployment", "--stream"]
+    started = procs.start("flwr-run", [*flwr, "--run-config", run_config], env)
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+
+    def round_at_least(n: int) -> bool:
+        try:
+            return (value(scrape(url, 2), "leakbed_round", prior="random") or 0) >= n
+        except (OSError, ValueError):
+            return False
+
+    wait_until(lambda: round_at_least(1), 300, "round 1 on /metrics")
+    terminate_tree(nodes[2].popen.pid, grace=0)  # the device dies mid-run (SIGKILL after no grace)
+    killed_at = time.monotonic()
+    final: dict = {}
+
+    def finished() -> bool:
+        try:
+            final.update(scrape(url, 2))
+        except (OSError, ValueError):
+            return False
+        return value(final, "leakbed_run_finished", prior="random") == 1
+
+    wait_until(finished, 300, "the run to finish after the SuperNode died")
+    assert value(final, "leakbed_round", prior="random") == 3
+    assert value(final, "leakbed_updates_failed_total", prior="random", reason="error") >= 1
+    assert started.popen.wait(timeout=120) == 0, procs.tails()
+    assert_run_completed(procs, "local-deployment", env)
+
+    metrics = json.loads((run / "random" / "metrics.json").read_text())
+    failed = {r: log["failed"] for r, log in metrics["rounds_log"].items()}
+    assert failed["1"] == 0 and failed["2"] + failed["3"] >= 1, metrics["rounds_log"]
+    pool = metrics["pool"]
+    assert pool["tapped"] == pool["analysed"] > 0 and pool["failed"] == pool["dropped"] == 0, pool
+    report = (run / "report.md").read_text()
+    assert re.search(r"failed replies [1-9]", report), report
+    print(f"\n[faults] run finished {time.monotonic() - killed_at:.0f}s after the SuperNode was killed")
