@@ -142,12 +142,14 @@ def write_all(supernodes: int, workers: int, root: Path = ROOT) -> list[Path]:
 
 def overrides(supernodes: int, workers: int) -> list[str]:
     """Config overrides a run in the compose deployment needs: one user per SuperNode, the attack
-    workers' addresses, and the ServerApp's /metrics where Prometheus scrapes it (held 15 s after
+    workers' addresses, attack scores every 5 rounds (so Grafana shows privacy over rounds, not
+    only at the end), and the ServerApp's /metrics where Prometheus scrapes it (held 15 s after
     the run so the last scrape sees the final values)."""
     addresses = ",".join(f'"{a}"' for a in worker_addresses(workers))
     return [
         f"data.synthetic.users={supernodes}",
         f"attack.worker_addresses=[{addresses}]",
+        "attack.score_every=5",
         f"telemetry.port={SERVER_METRICS_PORT}",
         "telemetry.host=0.0.0.0",
         "telemetry.hold_seconds=15",
