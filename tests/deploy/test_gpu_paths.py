@@ -1,0 +1,48 @@
+"""GPU paths: fractional GPUs per Ray actor reach Ray's backend config; the scale benchmark passes
+them on and refuses them where no CUDA device exists; the compose GPU overlay reserves devices."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from benchmarks import scale
+from leakbed import compose
+from leakbed.config import load_config
+from leakbed.simulate import backend_config
+
+
+def test_client_gpus_reach_the_ray_backend_config() -> None:
+    cfg = load_config(None, ["simulation.client_gpus=0.25", "simulation.client_cpus=2"])
+    resources = backend_config(cfg)["client_resources"]
+    assert resources == {"num_cpus": 2.0, "num_gpus": 0.25}
+    assert backend_config(load_config(None))["client_resources"]["num_gpus"] == 0.0
+
+
+def test_scale_defaults_and_gpu_overrides_become_cohort_arguments() -> None:
+    args, rest = scale.parse(["--client-gpus", "0.5", "--device", "cuda", "--seed", "3"])
+    argv = scale.cohort_argv(args, rest)
+    assert argv[:6] == ["--users", "300", "--fraction", "0.15", "--rounds", "5"]
+    assert "simulation.client_gpus=0.5" in argv and "device=cuda" in argv
+    assert argv[-2:] == ["--seed", "3"]  # anything else goes to benchmarks.cohort unchanged
+    cfg = load_config(None, [a for a in argv if "=" in a])
+    assert cfg.simulation.client_gpus == 0.5 and cfg.device == "cuda"
+
+
+def test_scale_refuses_gpus_without_cuda(capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the GPU run would start")
+    assert scale.main(["--client-gpus", "0.5", "--users", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and err.count("\n") <= 2
+    assert scale.check_gpus(scale.parse([])[0]) is None
+
+
+def test_gpu_overlay_runs_clients_on_the_cuda_image() -> None:
+    gpu = yaml.safe_load(compose.render("gpu", supernodes=2, workers=1))["services"]
+    for name, svc in gpu.items():
+        assert name.startswith("clientapp-")
+        assert svc["build"]["dockerfile"] == "deploy/docker/app-cuda.Dockerfile"
+        (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
