@@ -222,6 +222,39 @@ def cmd_compose(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_open_world_sweep(args: argparse.Namespace) -> int:
+    from leakbed.data import DataError
+    from leakbed.open_world_sweep import parse_seen, run_sweep, sweep_config
+
+    try:
+        seen = parse_seen(args.seen)
+        cfg = sweep_config(load_config(args.config, args.set), args.prior)
+        out = Path(args.out) if args.out else default_run_dir(cfg.name + "-open-world")
+        if out.exists() and any(out.iterdir()) and not (out / "run").is_dir():
+            raise ConfigError(f"--out {out}: folder exists, is not empty and is not an open-world sweep")
+        preflight(cfg)
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    out.mkdir(parents=True, exist_ok=True)
+    with _progress() as bar:
+        report = run_sweep(cfg, args.prior, seen, out, lambda c, folder: run_experiment(c, folder, bar))
+    print(f"report: {report}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Seed 001 §6.2 / seed 000 §6.1.7 analyses of a finished run, written into ``RUN/analyses`` and its report."""
+    from leakbed.analyses.cli import run_analysis
+
+    try:
+        md = run_analysis(args)
+    except (ConfigError, FileNotFoundError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    print(md.read_text())
+    print(f"written: {md} (and the run's report.md)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -260,6 +293,23 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--metrics-port", type=int, default=0, help="ServerApp /metrics port (default: a free one)")
     d.add_argument("--hold", type=float, default=5.0, help="keep /metrics up this long after each run [s] (default 5)")
     d.set_defaults(fn=cmd_deploy_local)
+    o = sub.add_parser("open-world-sweep", help="open-world re-identification and matching vs share of seen users (Figure 6)")
+    o.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+    o.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    o.add_argument("--seen", default="0,0.25,0.5,0.75,1", metavar="S1,S2,...", help="shares of seen users (default 0..1 by 0.25)")
+    o.add_argument("--prior", default="chrono", help="prior rule of the one FL run: chrono (default, as the seed) or random")
+    o.add_argument("--out", help="sweep folder; a finished FL run in it is reused")
+    o.set_defaults(fn=cmd_open_world_sweep)
+    a = sub.add_parser("analyze", help="analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update")
+    a.add_argument("analysis", choices=["layers", "progress", "prior-size", "train-size", "raw-vs-update"])
+    a.add_argument("run_dir", help="a finished run folder (holds config.toml)")
+    a.add_argument("--prior", help="which prior's run (default: the first)")
+    a.add_argument("--ranges", type=int, default=10, help="progress: round ranges per axis (default 10)")
+    a.add_argument("--sizes", help="prior-size / train-size: comma-separated sizes, e.g. 1,2,4,8")
+    a.add_argument("--every", type=int, default=1, help="layers / prior-size: replay every k-th stored round (default 1)")
+    a.add_argument("--set-sizes", help="raw-vs-update: images per set, e.g. 2,4,8,16")
+    a.add_argument("--epochs", type=int, default=20, help="raw-vs-update: epochs of the raw-image classifier")
+    a.set_defaults(fn=cmd_analyze)
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)

@@ -31,6 +31,18 @@ class Referee:
         with self._path.open("a", encoding="utf-8") as f:
             f.write(json.dumps({"update_id": update_id, "user_id": user_id, "round": rnd, **(fields or {})}) + "\n")
 
+    @classmethod
+    def load(cls, folder: str | Path) -> Referee:
+        """The referee of a finished run, its sealed truth read back (to re-score stored results)."""
+        ref = cls(folder)
+        if ref._path.exists():
+            for line in ref._path.read_text(encoding="utf-8").splitlines():
+                rec = json.loads(line)
+                uid, user = rec.pop("update_id"), rec.pop("user_id")
+                ref._truth[uid] = user
+                ref._fields[uid] = rec
+        return ref
+
     def truth_for(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray([self._truth[str(i)] for i in ids])
 
