@@ -21,7 +21,19 @@ i=0
 while [ "$i" -lt "$n" ]; do
   key="$certs/node-$i.pub"
   [ -r "$key" ] || { echo "register-supernodes: $key missing: run bash deploy/certs.sh deploy/certs $n" >&2; exit 2; }
-  flwr supernode register "$key" compose
+  # idempotent (a restart re-registers nothing) and patient (the SuperLink may still be starting)
+  tries=0
+  until out=$(flwr supernode register "$key" compose 2>&1); do
+    case "$out" in
+      *"already in use"*) out="node-$i was already registered"; break ;;
+      *"unavailable"*) ;;
+      *) echo "$out" >&2; exit 1 ;;
+    esac
+    tries=$((tries + 1))
+    [ "$tries" -lt 60 ] || { echo "register-supernodes: SuperLink $superlink unreachable" >&2; exit 1; }
+    sleep 2
+  done
+  echo "register-supernodes: $(printf '%s\n' "$out" | tail -n 1)"
   i=$((i + 1))
 done
 echo "register-supernodes: registered $n SuperNode keys with $superlink"
