@@ -16,6 +16,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from client.adversary import adversary_round, is_adversary
 from client.batch_truth import batch_truth
 from client.user_facts import user_facts
 from defenses.augment import apply_data_defenses
@@ -66,8 +67,15 @@ def train(msg: Message, context: Context) -> Message:
     )
     seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{pid}/device".encode())
     torch.manual_seed(seed)
+    adversarial: dict[str, object] = {}  # an adversarial participant's scores, sealed for the referee
     with dropout_during(model, device_dropout(cfg, fed.user_ids, fed.user_ids[pid])):
-        loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
+        if is_adversary(cfg, fed.user_ids[pid]):
+            rnd, device = int(conf["server-round"]), pick_device(cfg.device)
+            loss, adversarial = adversary_round(
+                cfg, fed, pid, model, tcfg, rnd=rnd, seed=seed, device=device, state=context.state
+            )
+        else:
+            loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
     content = RecordDict(
         {
             "arrays": ArrayRecord(model.cpu().state_dict()),
@@ -77,6 +85,7 @@ def train(msg: Message, context: Context) -> Message:
                     "user-id": fed.user_ids[pid],
                     **batch_truth(data, tcfg, seed, records="membership" in cfg.attack.suite),
                     **user_facts(fed.private(pid), fed.corpus),
+                    **adversarial,
                 }
             ),
         }

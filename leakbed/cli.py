@@ -31,6 +31,7 @@ def preflight(cfg: ExperimentConfig) -> None:
     from defenses.compat import check_defenses
     from leakbed.data import federation
     from leakbed.models import attack_keys, build_model
+    from leakbed.multitask import check_adversary
     from leakbed.property_plan import check_property_setup
 
     for rule in cfg.split.priors:
@@ -38,6 +39,7 @@ def preflight(cfg: ExperimentConfig) -> None:
         model = build_model(cfg.model, fed.corpus)
         attack_keys(model, cfg.model.attack_layers)
         check_defenses(cfg, fed.corpus, model)
+        check_adversary(cfg, fed)
         check_property_setup(cfg, {u: fed.private(i) for i, u in enumerate(fed.user_ids)}, list(model.state_dict()))
 
 
@@ -255,6 +257,43 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_feature_inference(args: argparse.Namespace) -> int:
+    """Seed 004 Table 1 in kind: deep-feature property inference vs DLG by device batch size."""
+    from leakbed.data import DataError, federation
+    from leakbed.feature_eval import check_inputs, evaluate, markdown_table
+
+    try:
+        sets = list(args.set)
+        if args.batch_sizes:
+            sets.append(f"attack.feature_inference.batch_sizes=[{args.batch_sizes}]")
+        cfg = load_config(args.config, sets)
+        out = _out_dir(cfg, args.out)
+        check_inputs(cfg, federation(cfg, cfg.split.priors[0]))
+    except (ConfigError, DataError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    fi = cfg.attack.feature_inference
+    with _progress() as bar:
+        task = bar.add_task("device batches attacked", total=len(fi.batch_sizes) * fi.batches)
+        result = evaluate(cfg, out, progress=lambda size, b: bar.advance(task))
+    (out / "config.toml").write_text(dump_config(cfg))
+    print(markdown_table(result))
+    print(f"results: {out / 'feature_inference.md'}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Seed 001 §6.2 / seed 000 §6.1.7 analyses of a finished run, written into ``RUN/analyses`` and its report."""
+    from leakbed.analyses.cli import run_analysis
+
+    try:
+        md = run_analysis(args)
+    except (ConfigError, FileNotFoundError, ValueError) as err:
+        return _fail(str(err).splitlines()[0])
+    print(md.read_text())
+    print(f"written: {md} (and the run's report.md)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leakbed", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -300,6 +339,22 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--prior", default="chrono", help="prior rule of the one FL run: chrono (default, as the seed) or random")
     o.add_argument("--out", help="sweep folder; a finished FL run in it is reused")
     o.set_defaults(fn=cmd_open_world_sweep)
+    a = sub.add_parser("analyze", help="analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update")
+    a.add_argument("analysis", choices=["layers", "progress", "prior-size", "train-size", "raw-vs-update"])
+    a.add_argument("run_dir", help="a finished run folder (holds config.toml)")
+    a.add_argument("--prior", help="which prior's run (default: the first)")
+    a.add_argument("--ranges", type=int, default=10, help="progress: round ranges per axis (default 10)")
+    a.add_argument("--sizes", help="prior-size / train-size: comma-separated sizes, e.g. 1,2,4,8")
+    a.add_argument("--every", type=int, default=1, help="layers / prior-size: replay every k-th stored round (default 1)")
+    a.add_argument("--set-sizes", help="raw-vs-update: images per set, e.g. 2,4,8,16")
+    a.add_argument("--epochs", type=int, default=20, help="raw-vs-update: epochs of the raw-image classifier")
+    a.set_defaults(fn=cmd_analyze)
+    f = sub.add_parser("feature-inference", help="per-sample property inference from gradients: deep features vs DLG")
+    f.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
+    f.add_argument("--batch-sizes", metavar="B1,B2,...", help="device batch sizes, e.g. 1,8,32")
+    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    f.add_argument("--out", help="results folder (must be new or empty)")
+    f.set_defaults(fn=cmd_feature_inference)
     a = sub.add_parser("analyze", help="analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update")
     a.add_argument("analysis", choices=["layers", "progress", "prior-size", "train-size", "raw-vs-update"])
     a.add_argument("run_dir", help="a finished run folder (holds config.toml)")

@@ -448,6 +448,32 @@ class ShufflerConfig(Section):
     )
 
 
+class AdversaryConfig(Section):
+    """Active property inference by adversarial participants (seed 002 §7.1.5): a device, not the server.
+
+    The named users' ClientApp trains on the joint loss α·main + (1−α)·property and infers, from the
+    global models it receives, whether the other participants' batches held the property; the
+    referee reports it apart from the server's attacks ("participant attacks")."""
+
+    users: list[str] = Field(
+        [], max_length=64, description="adversarial participants by user id; empty = no participant attack [user ids]"
+    )
+    alpha: float = Field(
+        0.5, ge=0.0, le=1.0, description="weight alpha of the main-task loss in alpha*main + (1-alpha)*property; 1 = passive [1]"
+    )
+    property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
+    aux_batches: int = Field(4, ge=1, le=1000, description="auxiliary updates per label computed each round [count]")
+    positive_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="share of property examples in an auxiliary property batch [fraction]"
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> AdversaryConfig:
+        if len(set(self.users)) != len(self.users):
+            raise ValueError("adversary.users must not repeat")
+        return self
+
+
 class ExperimentConfig(Section):
     """A whole experiment: data, split, model, FL, attacks and simulation resources."""
 
@@ -463,6 +489,7 @@ class ExperimentConfig(Section):
     defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
     background: BackgroundConfig = BackgroundConfig()
     shuffler: ShufflerConfig = ShufflerConfig()
+    adversary: AdversaryConfig = AdversaryConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")

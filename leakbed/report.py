@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from leakbed.analyses.sections import analysis_lines, participant_lines
+
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
 
@@ -187,6 +189,12 @@ def write_report(run_dir: Path) -> Path:
     suite = [line for rule, run in runs.items() for line in _suite_lines(rule, run)]
     if suite:
         lines += ["## Further attacks", "", *suite]
+    participant = [line for rule, run in runs.items() for line in participant_lines(rule, run)]
+    if participant:
+        lines += ["## Participant attacks", "", "Attacks by adversarial devices, not by the server.", "", *participant]
+    analyses = analysis_lines(run_dir)
+    if analyses:
+        lines += ["## Analyses", "", *analyses]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines))
     return path

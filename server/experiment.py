@@ -28,6 +28,7 @@ from server.dp import dp_fedavg_defense, privacy_summary, wrap_dp
 from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
 from server.referee import Referee
+from server.score_participant import score_participants
 from server.scorers import score_suite
 from server.shuffler import Shuffler
 from server.strategy import CuriousFedAvg
@@ -159,6 +160,8 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         "attackers": metrics,
         "attackers_failed": failed,
         "suite": suite,
+        # attacks by adversarial participants (devices), reported apart from the server's
+        "participant_attacks": {"active-property": score_participants(referee.folder, cfg)} if cfg.adversary.users else {},
         "utility": {str(r): u for r, u in sorted(utility.items())},
         "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
         "pool": pool.stats.to_dict(),
