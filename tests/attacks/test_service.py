@@ -84,3 +84,15 @@ def test_worker_cli_rejects_bad_input_before_starting(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--port", "70000", "--store", str(tmp_path)])
     assert exc.value.code == 2
+
+
+def test_worker_exposition_passes_promtool():
+    import shutil
+    import subprocess
+
+    text = telemetry.exposition(telemetry.WORKER_REGISTRY)
+    assert "# TYPE leakbed_worker_tasks_total counter" in text
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not on PATH (CI installs it)")
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
