@@ -50,7 +50,6 @@ def planned_data(cfg: ExperimentConfig, user_ids: list[str], user: str, data: Us
     return data.take(np.flatnonzero(keep))
 
 
-
 def check_property_setup(cfg: ExperimentConfig, users: dict[str, UserData], param_names: list[str]) -> None:
     """Bad input for the property / membership attacks and the property plan fails before anything starts."""
     wants_property = bool({"property", "aggregate-property"} & set(cfg.attack.suite)) or not is_default(cfg)
