@@ -26,6 +26,8 @@ def main(grid: Grid, context: Context) -> None:
     """``flwr run .``: run config keys ``config`` (TOML path), ``set`` (space-separated k=v), ``prior``, ``out-dir``."""
     rc = context.run_config
     cfg = load_config(str(rc.get("config", "")) or None, split_overrides(str(rc.get("set", ""))))
+    if cfg.fl.secure_aggregation != "none":  # the legacy SecAgg+ workflow needs its own ClientApp (client.secagg:app)
+        raise ValueError("fl.secure_aggregation = 'secagg+' runs with `leakbed run` only, not with `flwr run .`")
     rule = str(rc.get("prior", "")) or cfg.split.priors[0]
     run_dir = Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}"))
     run_dir.mkdir(parents=True, exist_ok=True)
