@@ -54,3 +54,26 @@ def test_no_seen_user_still_matches(tmp_path):
     open_world.fit(fx.store, fx.knowledge)
     m = score_open_world.score(fx.referee, fx.store, ExperimentConfig(attack=attack), tmp_path)
     assert m["seen_users"] == 0 and np.isnan(m["ap"]) and m["match_ap"] > 0.65, m
+
+
+def test_sweep_input_is_checked_before_anything_starts():
+    from leakbed.config import ConfigError, build_config
+    from leakbed.open_world_sweep import parse_seen, sweep_config
+
+    assert parse_seen("1,0,0.5") == [0.0, 0.5, 1.0]
+    for bad in ("", "0.5,x", "1.5", "0.5,0.5"):
+        with pytest.raises(ConfigError, match="--seen"):
+            parse_seen(bad)
+    cfg = sweep_config(build_config({}, ["attack.suite=['matching']"]), "chrono")
+    assert cfg.split.priors == ["chrono"] and cfg.attack.suite == ["matching", "open-world"]
+    with pytest.raises(ConfigError, match="--prior"):
+        sweep_config(cfg, "future")
+
+
+def test_referee_load_reads_back_sealed_truth(tmp_path):
+    from server.referee import Referee
+
+    ref = Referee(tmp_path)
+    ref.seal("a", "user1", 3, {"attr-tone": 2.0})
+    back = Referee.load(tmp_path)
+    assert list(back.truth_for(np.array(["a"]))) == ["user1"] and back.field_for(np.array(["a"]), "attr-tone") == [2.0]
