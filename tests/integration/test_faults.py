@@ -111,7 +111,7 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
         "data.synthetic.users=4",
         "data.synthetic.examples_per_user=40",
         "data.synthetic.image_size=8",
-        "fl.rounds=4",
+        "fl.rounds=3",
         "fl.fraction_train=1.0",
         'split.priors=["random"]',
         'attack.attackers=["knn"]',
@@ -129,8 +129,8 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
     metrics = json.loads((run / "random" / "metrics.json").read_text())
     pool = metrics["pool"]
     assert pool["worker_restarts"] >= 1, pool
-    assert pool["tapped"] == pool["analysed"] == 16 and pool["failed"] == pool["dropped"] == 0, pool
-    assert len(set(map(str, UpdateStore(store).read_anon()["ids"]))) == 16  # each update filed exactly once
+    assert pool["tapped"] == pool["analysed"] == 12 and pool["failed"] == pool["dropped"] == 0, pool
+    assert len(set(map(str, UpdateStore(store).read_anon()["ids"]))) == 12  # each update filed exactly once
     assert "knn" in metrics["attackers"]
     assert "worker restarts" in (run / "report.md").read_text()
 
@@ -151,7 +151,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
         argv = [str(VENV_BIN / "flower-supernode"), "--insecure", "--superlink", link, "--port", str(port)]
         nodes.append(procs.start(f"supernode{pid}", [*argv, "--node-config", f"partition-id={pid} num-partitions=3"], env))
     overrides = (
-        "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=3 fl.fraction_train=1.0 fl.round_timeout=240 "
+        "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "
         f'attack.workers=1 attack.attackers=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
         "telemetry.hold_seconds=30"
     )
@@ -179,14 +179,14 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
         return value(final, "leakbed_run_finished", prior="random") == 1
 
     wait_until(finished, 300, "the run to finish after the SuperNode died")
-    assert value(final, "leakbed_round", prior="random") == 3
+    assert value(final, "leakbed_round", prior="random") == 2
     assert value(final, "leakbed_updates_failed_total", prior="random", reason="error") >= 1
     assert started.popen.wait(timeout=120) == 0, procs.tails()
     assert_run_completed(procs, "local-deployment", env)
 
     metrics = json.loads((run / "random" / "metrics.json").read_text())
     failed = {r: log["failed"] for r, log in metrics["rounds_log"].items()}
-    assert failed["1"] == 0 and failed["2"] + failed["3"] >= 1, metrics["rounds_log"]
+    assert failed == {"1": 0, "2": 1}, metrics["rounds_log"]  # the dead device: an error reply or none
     pool = metrics["pool"]
     assert pool["tapped"] == pool["analysed"] > 0 and pool["failed"] == pool["dropped"] == 0, pool
     report = (run / "report.md").read_text()
