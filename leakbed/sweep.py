@@ -178,6 +178,7 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     "utility": util,
                     "utility_norm": util / ref if ref else float("nan"),
                     "epsilon": _epsilon(run),
+                    "failed_replies": sum(r["failed"] + r["rejected"] for r in run["rounds_log"].values()),
                     "released": run.get("shuffler", {}).get("released"),
                     "withheld": run.get("shuffler", {}).get("withheld"),
                     **{f"{a}_x_chance": m["x_chance"] for a, m in run["attackers"].items()},
@@ -252,6 +253,10 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         cells = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
         cells += [f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)" for a in attackers]
         lines.append("| " + " | ".join(cells) + " |")
+    broken = [r for r in rows if r["failed_replies"]]
+    if broken:
+        lines += ["", "Points with failed or rejected device replies (their numbers are not comparable; re-run them):"]
+        lines += [f"- {r['point']} ({r['prior']}): {r['failed_replies']} replies lost" for r in broken]
     batched = [r for r in rows if r["withheld"]]
     if batched:
         lines += ["", "Shuffler batching withholds the last updates that never fill a batch: "]
