@@ -17,7 +17,7 @@ import numpy as np
 from attacks.aux_updates import AuxTrainer, split_by_property
 from attacks.gradient_features import update_features
 from attacks.knowledge import AttackerKnowledge
-from attacks.property_passive import anon_rounds, classifier, read_aux
+from attacks.property_passive import anon_rounds, fit_both, read_aux
 from attacks.records import RoundSnapshot
 from attacks.suite import AttackSpec, register
 from leakbed.store import UpdateStore
@@ -70,9 +70,11 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
         rounds.append(rnd)
         feats.append(update_features(mean)[0])
         members.append(" ".join(uids))  # the update ids behind each observed aggregate (one under SecAgg+)
-    model = classifier("pooled", knowledge.attack.property.trees, knowledge.seed).fit(x, y)
-    scores = model.predict_proba(np.stack(feats))[:, 1] if feats else np.empty(0)
-    store.write_result(NAME, {"rounds": np.asarray(rounds), "scores": scores, "members": np.asarray(members)})
+    queries = np.stack(feats) if feats else np.empty((0, x.shape[1]))
+    scores = fit_both("pooled", knowledge.attack.property.trees, knowledge.seed, x, y, queries)
+    store.write_result(
+        NAME, {"rounds": np.asarray(rounds), **scores, "other": np.asarray("logistic"), "members": np.asarray(members)}
+    )
 
 
 register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs_full_updates=True))

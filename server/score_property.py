@@ -38,24 +38,22 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
     has = np.asarray(referee.field_for(ids, "has-property"), int)
     frac = np.asarray(referee.field_for(ids, "property-fraction"), float)
     users = referee.truth_for(ids)
+    other = res["scores_other"] if "scores_other" in res else None
     rows = []
     for lo, hi in zip(FRACTION_BINS[:-1], FRACTION_BINS[1:], strict=True):
         sel = (frac > lo) & (frac <= hi)
-        neg = frac == 0
-        rows.append(
-            [
-                f"({lo:g}, {hi:g}]",
-                int(sel.sum()),
-                _fmt(auc(np.r_[np.ones(sel.sum()), np.zeros(neg.sum())], np.r_[scores[sel], scores[neg]]))
-                if sel.any() and neg.any()
-                else "—",
-            ]
-        )
+        row: list = [f"({lo:g}, {hi:g}]", int(sel.sum())]
+        for values in (scores, other if other is not None else scores):
+            pair = np.r_[values[sel], values[frac == 0]]
+            row.append(_fmt(auc(np.r_[np.ones(sel.sum()), np.zeros((frac == 0).sum())], pair)) if sel.any() else "—")
+        rows.append(row)
+    other_name = str(res["other"]) if "other" in res else "other"
     names = sorted(set(users))
     mean_score = np.asarray([scores[users == u].mean() for u in names])
+    mean_other = np.asarray([other[users == u].mean() for u in names]) if other is not None else None
     mean_frac = np.asarray([frac[users == u].mean() for u in names])
     holder = mean_frac > cfg.attack.property.holder_rate
-    figure = _timeline(out, cfg, users, rounds, scores)
+    figure = _timeline(out, cfg, users, rounds, {"seed classifier": scores, other_name: other})
     return {
         "auc": auc(has, scores),
         "chance": 0.5,
@@ -63,6 +61,9 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
         "positive_share": float(has.mean()) if len(has) else None,
         "auc_majority": auc(frac >= 0.5, scores),
         "dataset_auc": auc(holder, mean_score),
+        "classifier_other": other_name,
+        "auc_other": auc(has, other) if other is not None else None,
+        "dataset_auc_other": auc(holder, mean_other) if mean_other is not None else None,
         "dataset_users": int(len(names)),
         "dataset_holders": int(holder.sum()),
         "setting": "FedSGD (one batch a round)"
@@ -70,7 +71,7 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
         else f"FedAvg (local_steps={cfg.fl.local_steps}, E={cfg.fl.local_epochs})",
         "tables": {
             "Single-batch property inference by property share of the update (Figure 7.4)": {
-                "header": ["share with the property", "updates", "AUC vs property-free updates"],
+                "header": ["share with the property", "updates", "AUC vs property-free updates", f"AUC ({other_name})"],
                 "rows": rows,
             }
         },
@@ -82,9 +83,11 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
     }
 
 
-def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.ndarray, scores: np.ndarray) -> str | None:
-    """Figure 7.5: per-round scores of the planned holders (or all users) with the onset marked."""
-    if not len(scores):
+def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.ndarray, panels: dict) -> str | None:
+    """Figure 7.5: per-round scores of the planned holders against everyone else, the onset marked;
+    one panel per classifier."""
+    panels = {k: v for k, v in panels.items() if v is not None and len(v)}
+    if not panels:
         return None
     import matplotlib
 
@@ -94,16 +97,23 @@ def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.nd
     from leakbed.property_plan import is_default
 
     targets = set(cfg.data.property_plan.holders) if not is_default(cfg) and cfg.data.property_plan.holders else set()
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 3.2), squeeze=False)
     is_target = np.isin(users, list(targets)) if targets else np.zeros(len(users), bool)
-    if (~is_target).any():
-        ax.scatter(rounds[~is_target], scores[~is_target], s=8, c="0.6", label="other updates")
-    if is_target.any():
-        ax.plot(rounds[is_target], scores[is_target], "o-", c="C3", ms=4, label="target (planned holder)")
-    if cfg.data.property_plan.onset_round:
-        ax.axvline(cfg.data.property_plan.onset_round - 0.5, ls="--", c="k", lw=1, label="property appears")
-    ax.set(xlabel="FL round", ylabel="P(batch has property)", ylim=(-0.02, 1.02), title="When does the property appear")
-    ax.legend(fontsize=7, loc="upper left")
+    for ax, (title, scores) in zip(axes[0], panels.items(), strict=True):
+        if (~is_target).any():
+            ax.scatter(rounds[~is_target], scores[~is_target], s=8, c="0.6", label="other updates")
+        for i, user in enumerate(sorted(set(users[is_target]))):
+            sel = users == user
+            ax.plot(rounds[sel], scores[sel], "o-", c=f"C{3 + i}", ms=4, label=f"target {user} (planned holder)")
+        if cfg.data.property_plan.onset_round:
+            ax.axvline(cfg.data.property_plan.onset_round - 0.5, ls="--", c="k", lw=1, label="property appears")
+        ax.set(
+            xlabel="FL round",
+            ylabel="P(batch has property)",
+            ylim=(-0.02, 1.02),
+            title=f"When does the property appear ({title})",
+        )
+        ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     name = "property_timeline.png"
     fig.savefig(out / name, dpi=120)
@@ -122,10 +132,13 @@ def score_aggregate_property(referee: Referee, store: UpdateStore, cfg: Experime
         )
     labels_a = np.asarray(labels)
     scores = res["scores"]
+    other = res["scores_other"] if "scores_other" in res else None
     pos, neg = scores[labels_a == 1], scores[labels_a == 0]
     return {
         "auc": auc(labels_a, scores),
         "chance": 0.5,
+        "classifier_other": str(res["other"]) if "other" in res else None,
+        "auc_other": auc(labels_a, other) if other is not None else None,
         "aggregates": int(len(labels_a)),
         "with_property": int(labels_a.sum()),
         "participants_mean": float(np.mean(sizes)) if sizes else None,
