@@ -25,11 +25,22 @@ from server.referee import Referee
 SEED_TABLE_7_2 = {32: 0.92, 64: 0.84, 128: 0.75, 256: 0.66, 512: 0.62}  # Yelp-health, batch size -> precision
 
 
-def record_index(cfg: ExperimentConfig, rule: str) -> tuple[dict[int, np.ndarray], list[np.ndarray]]:
-    """(hash -> record of every device's private data, hold-out records) of the run's federation."""
+Record = tuple[np.ndarray, np.ndarray]
+
+
+def record_index(cfg: ExperimentConfig, rule: str) -> tuple[dict[int, Record], list[Record]]:
+    """(hash -> (x, y) of every device's private record, hold-out records) of the run's federation."""
     fed = federation(cfg, rule)
-    private = {record_hash(x): x for pid in range(len(fed.user_ids)) for x in fed.private(pid).x}
-    held_out = [x for u in fed.user_ids for x in fed.splits[u].test.x if record_hash(x) not in private]
+    private = {}
+    for pid in range(len(fed.user_ids)):
+        data = fed.private(pid)
+        private.update({record_hash(x): (x, y) for x, y in zip(data.x, data.y, strict=True)})
+    held_out = [
+        (x, y)
+        for u in fed.user_ids
+        for x, y in zip(fed.splits[u].test.x, fed.splits[u].test.y, strict=True)
+        if record_hash(x) not in private
+    ]
     return private, held_out
 
 
@@ -45,11 +56,11 @@ def score_membership(referee: Referee, store: UpdateStore, cfg: ExperimentConfig
         members = [private[h] for h in hashes if h in private]
         missing += len(hashes) - len(members)
         sizes.append(len(hashes))
-        hits = sum(is_member(x, v) for x in members)
+        hits = sum(is_member(x, v, y) for x, y in members)
         tp, fn = tp + hits, fn + len(members) - hits
         if held_out and members:
             pick = rng.choice(len(held_out), size=len(members), replace=len(members) > len(held_out))
-            false = sum(is_member(held_out[i], v) for i in pick)
+            false = sum(is_member(held_out[i][0], v, held_out[i][1]) for i in pick)
             fp, tn = fp + false, tn + len(members) - false
     batch = int(np.median(sizes)) if sizes else 0
     precision = tp / (tp + fp) if tp + fp else None

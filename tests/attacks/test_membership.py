@@ -56,3 +56,11 @@ def test_padding_is_not_part_of_a_record():
     vocab[[3, 5]] = True
     assert is_member(np.array([0, 5, 3]), vocab) and not is_member(np.array([5, 4]), vocab)
     assert not is_member(np.array([12]), vocab)  # a token outside the vocabulary is never a member
+
+
+def test_a_padded_windows_last_word_is_only_a_target():
+    x, y = np.array([4, 5, 6, 0]), np.array([5, 6, 0, 0])  # "4 5 6" then padding: 6 predicts padding
+    assert list(record_tokens(x, y)) == [4, 5]
+    vocab = np.zeros(10, bool)
+    vocab[[4, 5]] = True
+    assert is_member(x, vocab, y) and not is_member(x, vocab)
