@@ -11,7 +11,11 @@ The cross-modal attack reuses the same network with two different encoders (Fig.
 Threat model: the honest-but-curious server with prior data of known users (seed 001 §4.1); it
 sees anonymous update vectors and its own labelled shadow updates, never who sent an update. The
 attack writes the embedding of every anonymous update and the distance head, so any pair can be
-scored; the referee draws the balanced test pairs (chance AP = 0.5) with its ground truth.
+scored; the referee draws the balanced test pairs (chance AP = 0.5) with its ground truth: pairs
+of two anonymous updates (linking a device's updates across rounds; these share the device's
+fixed local data, so they stay linkable even without user-specific bias) and pairs of an
+anonymous update with one of the attacker's shadow updates (linking it to prior knowledge, which
+falls to chance on the IID control).
 """
 
 from __future__ import annotations
@@ -123,7 +127,15 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching"
     anon = store.read_anon()
     model = fit_siamese(x_train, y_train, knowledge.attack.matching, knowledge.seed)
     store.write_result(
-        name, {"ids": anon["ids"], "rounds": anon["round"], "emb": embed(model.enc_a, anon["vectors"]), **head_arrays(model)}
+        name,
+        {
+            "ids": anon["ids"],
+            "rounds": anon["round"],
+            "emb": embed(model.enc_a, anon["vectors"]),
+            "shadow_emb": embed(model.enc_a, x_train),  # the attacker's own updates, to link anonymous ones to its prior
+            "shadow_labels": np.asarray(y_train, dtype=str),
+            **head_arrays(model),
+        },
     )
 
 

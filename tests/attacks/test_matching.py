@@ -23,7 +23,7 @@ def test_siamese_matches_biased_users_and_falls_to_chance_on_shuffled_owners(tmp
     matching.fit(fx.store, fx.knowledge)
     m = score_matching.score(fx.referee, fx.store, CFG, tmp_path)
     assert m["chance"] == 0.5 and m["pairs"] == 4000
-    assert low < m["ap"] < high, m
+    assert low < m["ap"] < high and low < m["prior_ap"] < high, m
 
 
 def test_same_seed_same_embeddings(tmp_path):
