@@ -6,9 +6,10 @@ and upload well-formed updates, but (i) train on the joint loss α·main + (1 �
 and (ii) observe what a participant sees: the global model of each round it is sampled in. From
 two consecutive global models it takes the aggregate update and removes its own share
 (aggregate − own Δ / K, with K participants a round; exact for equal data sizes), and scores it
-with a batch property classifier (Algorithm 7's, logistic regression on max-pooled updates)
-trained on auxiliary updates it computes on its own labelled data, with and without the property,
-on every global model it receives. It sees no other device's data, user id or update.
+on the property direction learnt from auxiliary updates (Algorithm 7's labelled updates, on the
+same global model, from its own labelled data with and without the property): a nearest-mean
+linear classifier per round, so the model's drift over rounds cannot pose as the property.
+It sees no other device's data, user id or update.
 
 Its per-round scores reach the referee through the device's sealed truth record (``adv-round``,
 ``adv-score``), like every other per-update fact: the adversary is a participant, so it has no
@@ -24,12 +25,11 @@ import copy
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
-from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, UserData
-from leakbed.multitask import hidden_size, multitask_update, pooled_update_features
+from leakbed.multitask import hidden_size, multitask_update
 from leakbed.training import TrainConfig, local_update, state_arrays
 
 STATE_KEY = "leakbed-adversary"
@@ -37,6 +37,21 @@ STATE_KEY = "leakbed-adversary"
 
 def is_adversary(cfg: ExperimentConfig, user: str) -> bool:
     return user in cfg.adversary.users
+
+
+def flat_update(delta: dict[str, np.ndarray]) -> np.ndarray:
+    """Δw over the shared model's parameters, flattened in name order."""
+    return np.concatenate([np.asarray(delta[key], np.float64).ravel() for key in sorted(delta)])
+
+
+def property_score(others: np.ndarray, with_mean: np.ndarray, without_mean: np.ndarray, k: int) -> float:
+    """P(another participant's batch held the property), from where the others' aggregate falls on
+    the property direction d = mean aux update with − without: with K participants and equal
+    weights, no property puts it near (K − 1)/K · without, one property batch shifts it by d / K."""
+    d = with_mean - without_mean
+    norm = float(np.linalg.norm(d)) or 1.0
+    z = (float(others @ d) - (k - 1) / k * float(without_mean @ d)) / (norm * norm / k)
+    return float(1.0 / (1.0 + np.exp(-4.0 * (z - 0.5))))
 
 
 def participants_per_round(cfg: ExperimentConfig, users: int) -> int:
@@ -87,43 +102,31 @@ def adversary_round(
         raise ValueError(f"adversary: the data has no per-example attribute {opts.property!r}")
     arrays, meta = _load(state)
     global_now = state_arrays(model)
-    shared = list(global_now)
+    shared = [k for k in global_now if global_now[k].dtype.kind == "f"]
     facts: dict[str, object] = {"adversary": 1}
-
-    # (1) the previous round's aggregate, minus the adversary's own share, scored by its classifier
     k = participants_per_round(cfg, len(fed.user_ids))
-    if arrays and int(meta.get("round", -1)) == rnd - 1 and "aux-x" in arrays:
-        others = {
-            key: arrays[f"global/{key}"] - global_now[key] - arrays[f"own/{key}"] / k
-            for key in shared
-            if global_now[key].dtype.kind == "f"
-        }
-        labels = arrays["aux-y"]
-        if len(np.unique(labels)) == 2:
-            clf = LogisticRegression(max_iter=1000, C=1.0).fit(arrays["aux-x"], labels)
-            facts["adv-round"] = rnd - 1
-            facts["adv-score"] = float(clf.predict_proba(pooled_update_features(others)[None])[0, 1])
 
-    # (2) auxiliary updates on this round's global model, with and without the property
+    # (1) the previous round's aggregate minus the adversary's own share, scored against the
+    # property direction learnt on that round's global model (no drift across rounds)
+    if arrays and int(meta.get("round", -1)) == rnd - 1 and "aux-with" in arrays:
+        others = flat_update({key: arrays[f"global/{key}"] - global_now[key] - arrays[f"own/{key}"] / k for key in shared})
+        facts["adv-round"] = rnd - 1
+        facts["adv-score"] = property_score(others, arrays["aux-with"], arrays["aux-without"], k)
+
+    # (2) auxiliary updates on this round's global model, with and without the property (Algorithm 7)
     prop = np.asarray(own.attrs[opts.property]).astype(np.int64)
     rng = np.random.default_rng([cfg.seed, rnd, pid, 0xAD])
-    size = tcfg.batch_size * max(tcfg.steps, 1) if tcfg.steps else min(len(own), tcfg.batch_size * 4)
-    xs, ys = [], []
-    for i in range(opts.aux_batches):
-        for label, share in ((1, opts.positive_fraction), (0, 0.0)):
-            if label and not prop.any():
-                continue
+    size = tcfg.batch_size * tcfg.steps if tcfg.steps else min(len(own), tcfg.batch_size * 4)
+    means = {}
+    for label, share in (("with", opts.positive_fraction), ("without", 0.0)):
+        deltas = []
+        for i in range(opts.aux_batches):
             local = copy.deepcopy(model)
-            local_update(
-                local, _aux_batch(rng, own, prop, size, share), fed.corpus.task, tcfg, seed=seed + 7 * i + label, device=device
-            )
+            batch = _aux_batch(rng, own, prop, size, share)
+            local_update(local, batch, fed.corpus.task, tcfg, seed=seed + 7 * i + (label == "with"), device=device)
             after = state_arrays(local)
-            xs.append(
-                pooled_update_features({key: global_now[key] - after[key] for key in shared if global_now[key].dtype.kind == "f"})
-            )
-            ys.append(label)
-    aux_x = np.concatenate([arrays["aux-x"], np.stack(xs)]) if "aux-x" in arrays else np.stack(xs)
-    aux_y = np.concatenate([arrays["aux-y"], np.asarray(ys)]) if "aux-y" in arrays else np.asarray(ys)
+            deltas.append(flat_update({key: global_now[key] - after[key] for key in shared}))
+        means[label] = np.mean(deltas, axis=0)
 
     # (3) the upload: the joint loss α·main + (1 − α)·property, with the head kept on the device
     head = nn.Linear(hidden_size(model), 1)
@@ -133,12 +136,8 @@ def adversary_round(
     after = state_arrays(model)
 
     keep = {f"global/{key}": global_now[key] for key in shared}
-    keep |= {f"own/{key}": global_now[key] - after[key] for key in shared if global_now[key].dtype.kind == "f"}
-    keep |= {
-        "aux-x": aux_x,
-        "aux-y": aux_y,
-        "head/weight": head.weight.detach().cpu().numpy(),
-        "head/bias": head.bias.detach().cpu().numpy(),
-    }
+    keep |= {f"own/{key}": global_now[key] - after[key] for key in shared}
+    keep |= {"aux-with": means["with"], "aux-without": means["without"]}
+    keep |= {"head/weight": head.weight.detach().cpu().numpy(), "head/bias": head.bias.detach().cpu().numpy()}
     _save(state, keep, {"round": float(rnd)})
     return loss, facts

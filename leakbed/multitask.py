@@ -74,23 +74,6 @@ def multitask_update(
     return total / max(steps, 1)
 
 
-def pooled_update_features(delta: dict[str, np.ndarray]) -> np.ndarray:
-    """An update as a fixed-length, L2-normalised vector: every bias, and global max pooling of
-    each weight over its input and over its output axis (seed 002 §7.1.4 pools the observed
-    update before the batch property classifier). Normalising makes a single participant's
-    update and the (diluted) aggregate of several comparable."""
-    parts = []
-    for key in sorted(delta):
-        arr = np.asarray(delta[key], np.float32)
-        if arr.ndim >= 2:
-            flat = arr.reshape(arr.shape[0], -1)
-            parts += [flat.max(axis=1), flat.max(axis=0)]
-        else:
-            parts.append(arr.ravel())
-    vec = np.concatenate(parts)
-    return (vec / (np.linalg.norm(vec) + 1e-12)).astype(np.float32)
-
-
 def check_adversary(cfg: ExperimentConfig, fed: Federation) -> None:
     """One-line errors, before anything starts, for adversarial participants the run cannot have."""
     opts = cfg.adversary
