@@ -96,7 +96,7 @@ def plot(results: dict[float, dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def report(results: dict[float, dict], out: Path, cfg: ExperimentConfig, prior: str) -> Path:
+def report(results: dict[float, dict], out: Path, cfg: ExperimentConfig, prior: str, lost: tuple[int, int] = (0, 0)) -> Path:
     pct = lambda v: "n/a" if v != v else f"{100 * v:.1f}"  # noqa: E731
     lines = [
         "# Open-world re-identification and matching (seed 001 §6.1.2, Figure 6 form)",
@@ -104,6 +104,11 @@ def report(results: dict[float, dict], out: Path, cfg: ExperimentConfig, prior: 
         f"{cfg.name}, {prior} prior, {cfg.fl.rounds} rounds; holdout users (train the 'unseen' class): "
         f"{cfg.attack.open_world.holdout_fraction:.2f} of the users. AP in %, chance in brackets.",
         "",
+        *(
+            [f"**Warning: {lost[0]} of {lost[1]} sampled device replies failed; the attacks saw only the rest.**", ""]
+            if lost[0]
+            else []
+        ),
         "| seen share | seen / unseen users | re-id AP | × chance | unseen recall | seen top-1 | matching AP | × chance |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -129,4 +134,6 @@ def run_sweep(cfg: ExperimentConfig, prior: str, seen: list[float], out: Path, r
     results = {s: attack_at(cfg, run, s) for s in seen}
     (out / "open_world.json").write_text(json.dumps({str(s): m for s, m in results.items()}, indent=2, default=float))
     plot(results, out / "open_world.png", f"{cfg.name}: open world, {prior} prior")
-    return report(results, out, cfg, prior)
+    log = json.loads((run / "metrics.json").read_text()).get("rounds_log", {}).values()
+    lost = (sum(r.get("failed", 0) for r in log), sum(r.get("sampled", 0) for r in log))
+    return report(results, out, cfg, prior, lost)
