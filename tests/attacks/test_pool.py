@@ -163,3 +163,26 @@ def test_interim_scores_reach_the_callback(tmp_path):
         pool.close()
     assert seen == [("knn", True), ("knn", False)] and pool.stats.partial_fits == 1
     assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path).read_predictions("knn")["ids"]) == 6
+
+
+def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
+    knowledge, arrays, keys = _knowledge()
+    dim = sum(arrays[k].size for k in keys)
+    preds = []
+    for workers in (1, 2):
+        rng = np.random.default_rng(0)
+        pool = AttackPool(knowledge, str(tmp_path / f"w{workers}"), workers=workers, queue_size=8, submit_timeout=30)
+        try:
+            for rnd in (1, 2):
+                pool.submit_round(RoundSnapshot(rnd, arrays, TRAIN))
+                pool.submit_updates(_anon(rnd, 3, dim, rng))
+            pool.fit(["mlp", "knn"], timeout=300)
+        finally:
+            pool.close()
+        assert not pool.stats.errors
+        store = UpdateStore(tmp_path / f"w{workers}")
+        preds.append({n: store.read_predictions(n) for n in ("mlp", "knn")} | {"shadow": store.read_shadow()[0]})
+    np.testing.assert_array_equal(preds[0]["shadow"], preds[1]["shadow"])
+    for name in ("mlp", "knn"):
+        for key in ("ids", "classes", "scores"):
+            np.testing.assert_array_equal(preds[0][name][key], preds[1][name][key])
