@@ -70,7 +70,7 @@ class CuriousFedAvg(FedAvg):
             )
         )
         self.rounds[server_round] = RoundLog(sampled=len(messages))
-        train_config = {**{k: config[k] for k in TRAIN_KEYS}, "participants": len(messages)}  # the server knows K
+        train_config = {**{k: config[k] for k in TRAIN_KEYS if k in config}, "participants": len(messages)}  # the server knows K
         self._pool.submit_round(RoundSnapshot(server_round, self._global, train_config))
         return messages
 
