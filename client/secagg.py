@@ -18,6 +18,7 @@ from flwr.app import Context
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
+from client.batch_truth import batch_truth
 from defenses.augment import apply_data_defenses
 from leakbed.config import ExperimentConfig
 from leakbed.data import federation
@@ -42,8 +43,6 @@ class SecAggDevice(NumPyClient):
         self.pid = partition_id
 
     def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
-        from client.batch_truth import batch_truth
-
         torch.set_num_threads(1)
         cfg = ExperimentConfig.model_validate_json(str(config["experiment"]))
         fed = federation(cfg, str(config["prior-rule"]))

@@ -77,8 +77,9 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
         },
         "figures": [figure] if figure else [],
         "notes": [
-            f"Seed 002 Table 7.3 reports single-batch AUC 0.91-1.0 on LFW; here {_fmt(auc(has, scores))} "
-            f"over {len(ids)} updates ({int(has.sum())} with the property in their batches)."
+            f"Seed 002 Table 7.3 reports single-batch AUC 0.91-1.0 on LFW; here {_fmt(auc(has, scores))} with the seed's "
+            f"classifier and {_fmt(auc(has, other) if other is not None else None)} with {other_name}, over {len(ids)} "
+            f"updates ({int(has.sum())} with the property in their batches)."
         ],
     }
 
