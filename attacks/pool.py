@@ -15,6 +15,7 @@ within the retry window), so ``tapped == analysed + dropped + failed`` always ho
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import queue
 import subprocess
@@ -101,6 +102,7 @@ class _LocalWorker:
         self.index = index
         self.port = free_port()
         self.argv = [sys.executable, "-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
+        self.argv += ["--parent-pid", str(os.getpid())]
         if metrics_port:
             self.argv += ["--metrics-port", str(metrics_port)]
         self.log_path = store_root / "workers" / f"worker-{index}.log"

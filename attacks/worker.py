@@ -167,6 +167,13 @@ def serve(port: int, store_root: str | Path, host: str = "127.0.0.1", metrics_po
     return server
 
 
+def _watch_parent(parent: int, stop: threading.Event) -> None:
+    while not stop.wait(2.0):
+        if os.getppid() != parent:  # re-parented: the spawning process has exited
+            log.warning("parent process %d is gone; stopping", parent)
+            stop.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m attacks.worker --port P --store DIR``: serve until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(prog="leakbed attack-worker", description="Serve the attack service over gRPC.")
@@ -174,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", required=True, help="root folder the run stores live under (shared with the server)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none [port]")
+    parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process (the pool that spawned it) is gone")
     args = parser.parse_args(argv)
     if not 1 <= args.port <= 65535 or not 0 <= args.metrics_port <= 65535:
         parser.exit(2, "attack-worker: --port must be 1..65535 and --metrics-port 0..65535\n")
@@ -195,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if args.parent_pid:  # a pool killed without closing (SIGKILL, crash) must not leave its workers behind
+        threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
     log.info("listening on %s:%d (store root %s, pid %d)", args.host, args.port, root, os.getpid())
     stop.wait()
     server.stop(grace=5).wait()
