@@ -244,19 +244,6 @@ def cmd_open_world_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_analyze(args: argparse.Namespace) -> int:
-    """Seed 001 §6.2 / seed 000 §6.1.7 analyses of a finished run, written into ``RUN/analyses`` and its report."""
-    from leakbed.analyses.cli import run_analysis
-
-    try:
-        md = run_analysis(args)
-    except (ConfigError, FileNotFoundError, ValueError) as err:
-        return _fail(str(err).splitlines()[0])
-    print(md.read_text())
-    print(f"written: {md} (and the run's report.md)")
-    return 0
-
-
 def cmd_feature_inference(args: argparse.Namespace) -> int:
     """Seed 004 Table 1 in kind: deep-feature property inference vs DLG by device batch size."""
     from leakbed.data import DataError, federation
@@ -339,16 +326,6 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--prior", default="chrono", help="prior rule of the one FL run: chrono (default, as the seed) or random")
     o.add_argument("--out", help="sweep folder; a finished FL run in it is reused")
     o.set_defaults(fn=cmd_open_world_sweep)
-    a = sub.add_parser("analyze", help="analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update")
-    a.add_argument("analysis", choices=["layers", "progress", "prior-size", "train-size", "raw-vs-update"])
-    a.add_argument("run_dir", help="a finished run folder (holds config.toml)")
-    a.add_argument("--prior", help="which prior's run (default: the first)")
-    a.add_argument("--ranges", type=int, default=10, help="progress: round ranges per axis (default 10)")
-    a.add_argument("--sizes", help="prior-size / train-size: comma-separated sizes, e.g. 1,2,4,8")
-    a.add_argument("--every", type=int, default=1, help="layers / prior-size: replay every k-th stored round (default 1)")
-    a.add_argument("--set-sizes", help="raw-vs-update: images per set, e.g. 2,4,8,16")
-    a.add_argument("--epochs", type=int, default=20, help="raw-vs-update: epochs of the raw-image classifier")
-    a.set_defaults(fn=cmd_analyze)
     f = sub.add_parser("feature-inference", help="per-sample property inference from gradients: deep features vs DLG")
     f.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
     f.add_argument("--batch-sizes", metavar="B1,B2,...", help="device batch sizes, e.g. 1,8,32")
