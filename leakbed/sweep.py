@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,6 +165,7 @@ def _epsilon(run: dict) -> float | None:
 def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
     """One row per (point, prior): utility normalised by the baseline's, each attacker's × chance, ε if DP."""
     base = load_runs(out / BASELINE)
+    nan = float("nan")
     rows = []
     for name, cfg in points.items():
         for rule, run in load_runs(out / name).items():
@@ -181,8 +183,9 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     "failed_replies": sum(r["failed"] + r["rejected"] for r in run["rounds_log"].values()),
                     "released": run.get("shuffler", {}).get("released"),
                     "withheld": run.get("shuffler", {}).get("withheld"),
-                    **{f"{a}_x_chance": m["x_chance"] for a, m in run["attackers"].items()},
-                    **{f"{a}_ap": m["ap"] for a, m in run["attackers"].items()},
+                    # an attacker whose fit failed (e.g. a diverged global model) has NaN here
+                    **{f"{a}_x_chance": run["attackers"].get(a, {}).get("x_chance", nan) for a in cfg.attack.attackers},
+                    **{f"{a}_ap": run["attackers"].get(a, {}).get("ap", nan) for a in cfg.attack.attackers},
                 }
             )
     return rows
@@ -251,7 +254,10 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     for r in rows:
         eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
         cells = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
-        cells += [f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)" for a in attackers]
+        cells += [
+            "fit failed" if math.isnan(r[f"{a}_ap"]) else f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)"
+            for a in attackers
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     broken = [r for r in rows if r["failed_replies"]]
     if broken:
