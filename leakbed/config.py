@@ -23,7 +23,6 @@ DefenseName = Literal[
 # here and registers itself in ``attacks.catalog`` (the config cannot import attacks).
 SUITE_ATTACKS: tuple[str, ...] = ("property", "membership", "aggregate-property")
 SUITE_ATTACKS += ("open-world", "matching", "cross-modal", "profile", "attributes")  # seed 001 §4.3, §5.2.2, §6.1
-SUITE_ATTACKS += ("open-world", "matching", "cross-modal", "profile", "attributes")  # seed 001 §4.3, §5.2.2, §6.1
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -254,70 +253,6 @@ class AttributesConfig(Section):
     epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
 
 
-class OpenWorldConfig(Section):
-    """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
-
-    seen_fraction: float = Field(
-        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
-    )
-    holdout_fraction: float = Field(
-        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
-    )
-
-
-class MatchingConfig(Section):
-    """The Siamese matching network (seed 001 §4.3): FC-128 ReLU twins, L1 distance, FC-1 sigmoid, RMSprop."""
-
-    epochs: int = Field(30, ge=1, le=10_000, description="training epochs [count]")
-    pairs: int = Field(4000, ge=16, le=10_000_000, description="balanced training pairs drawn per epoch [pairs]")
-    batch_size: int = Field(128, ge=1, le=65_536, description="pairs per optimisation step [pairs]")
-    lr: float = Field(1e-3, gt=0.0, le=1.0, description="RMSprop learning rate (seed: 1e-3) [1]")
-    eval_pairs: int = Field(10_000, ge=16, le=10_000_000, description="balanced test pairs the referee draws (seed: 10K) [pairs]")
-
-
-class CrossModalConfig(Section):
-    """Cross-modal matching (seed 001 §4.3, §6.1.1): a text prior about users, image updates."""
-
-    encoder: Literal["minilm", "tfidf"] = Field(
-        "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
-    )
-    paired_fraction: float = Field(
-        0.5,
-        gt=0.0,
-        lt=1.0,
-        description="share of known users whose images the attacker also holds to train the matcher; the others are "
-        "text-only [fraction]",
-    )
-
-
-class ProfileConfig(Section):
-    """Profile prior (seed 001 §5.2.2, Figure 5): find devices whose updates fit a curated dataset."""
-
-    target_class: int = Field(0, ge=0, le=1_000_000, description="class whose examples form the profile dataset [class index]")
-    updates_per_round: int = Field(4, ge=1, le=1000, description="profile updates the attacker computes per round [count]")
-    fit_ratio: float = Field(
-        2.0,
-        gt=0.0,
-        le=1000.0,
-        description="a user fits the profile when their share of the class is at least this multiple of the mean "
-        "share over users [multiple]",
-    )
-    top_k: int = Field(10, ge=1, le=100_000, description="k of precision@k and of the top-users figure [users]")
-
-
-class AttributesConfig(Section):
-    """Attribute inference alone and jointly with deanonymization (seed 001 §6.1.3, Table 4)."""
-
-    columns: list[str] = Field(
-        [],
-        max_length=64,
-        description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
-        "at most max_values values [names]",
-    )
-    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
-    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
-
-
 class AttackConfig(Section):
     """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
 
@@ -332,11 +267,6 @@ class AttackConfig(Section):
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
-    open_world: OpenWorldConfig = OpenWorldConfig()
-    matching: MatchingConfig = MatchingConfig()
-    cross_modal: CrossModalConfig = CrossModalConfig()
-    profile: ProfileConfig = ProfileConfig()
-    attributes: AttributesConfig = AttributesConfig()
     worker_addresses: list[str] = Field(
         [],
         max_length=64,
