@@ -19,6 +19,7 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
         "fl.secure_aggregation='secagg+'",
         "fl.secagg.max_weight=100",  # close to the devices' sizes: quantization error ≈ 2·clip/Q / (Σn/max_weight)
         "fl.rounds=2",
+        "fl.round_timeout=120",  # SecAgg+ stages wait this long: a crashed simulation fails fast instead of hanging
         "fl.fraction_train=0.5",
         "data.property_plan.holder_fraction=0.34",
         'attack.attackers=["knn"]',
