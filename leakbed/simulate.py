@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from leakbed.config import ExperimentConfig
 from leakbed.data import federation
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -36,6 +40,9 @@ def seeded_node_ids(seed: int) -> Iterator[None]:
         state.generate_rand_int_from_bytes = original
 
 
+START_ATTEMPTS = 2  # a run that left no results (Ray failed to start) is started once more
+
+
 def backend_config(cfg: ExperimentConfig) -> dict:
     return {
         "client_resources": {"num_cpus": cfg.simulation.client_cpus, "num_gpus": cfg.simulation.client_gpus},
@@ -59,14 +66,25 @@ def simulate(
         from server.secagg import build_secagg_server_app as build_server_app
 
     users = len(federation(cfg, rule).user_ids)
-    with seeded_node_ids(cfg.seed):
-        run_simulation(
-            server_app=build_server_app(cfg, rule, out, progress),
-            client_app=client_app,
-            num_supernodes=users,
-            backend_config=backend_config(cfg),
-        )
     path = out / "metrics.json"
+    for attempt in range(START_ATTEMPTS):
+        try:
+            with seeded_node_ids(cfg.seed):
+                run_simulation(
+                    server_app=build_server_app(cfg, rule, out, progress),
+                    client_app=client_app,
+                    num_supernodes=users,
+                    backend_config=backend_config(cfg),
+                )
+        except RuntimeError as err:  # Flower re-raises a crashed Simulation Runtime (e.g. Ray's start-up) this way
+            log.warning("simulation of the %s prior crashed: %s", rule, err)
+        if path.exists() or attempt + 1 == START_ATTEMPTS:
+            break
+        # Ray's raylet or GCS sometimes fails to come up on a busy 2-core machine; the run is
+        # seeded, so a clean second start gives the very same numbers.
+        log.warning("the %s prior left no results; starting it again from scratch", rule)
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         raise RuntimeError(f"the simulation of the {rule} prior ended without results (see the log above)")
     return json.loads(path.read_text())
