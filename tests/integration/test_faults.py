@@ -111,7 +111,7 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
         "data.synthetic.users=4",
         "data.synthetic.examples_per_user=40",
         "data.synthetic.image_size=8",
-        "fl.rounds=3",
+        "fl.rounds=6",  # rounds left after the kill, so the supervisor sees the dead worker while work remains
         "fl.fraction_train=1.0",
         'split.priors=["random"]',
         'attack.attackers=["knn"]',
@@ -129,8 +129,8 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
     metrics = json.loads((run / "random" / "metrics.json").read_text())
     pool = metrics["pool"]
     assert pool["worker_restarts"] >= 1, pool
-    assert pool["tapped"] == pool["analysed"] == 12 and pool["failed"] == pool["dropped"] == 0, pool
-    assert len(set(map(str, UpdateStore(store).read_anon()["ids"]))) == 12  # each update filed exactly once
+    assert pool["tapped"] == pool["analysed"] == 24 and pool["failed"] == pool["dropped"] == 0, pool
+    assert len(set(map(str, UpdateStore(store).read_anon()["ids"]))) == 24  # each update filed exactly once
     assert "knn" in metrics["attackers"]
     assert "worker restarts" in (run / "report.md").read_text()
 
