@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from threading import Thread
+from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import start_http_server as _start_http_server
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
 WORKER_REGISTRY = CollectorRegistry(auto_describe=True)
@@ -25,12 +29,25 @@ ROUND_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 
 FAST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 
 
+# Every ServerApp metric carries a ``prior`` label; kept here so a new run can clear its own series.
+SERVER_METRICS: list[MetricWrapperBase] = []
+
+
+def _server(metric: M) -> M:
+    SERVER_METRICS.append(metric)
+    return metric
+
+
 def _server_gauge(name: str, doc: str, labels: Iterable[str] = ("prior",)) -> Gauge:
-    return Gauge(name, doc, tuple(labels), registry=SERVER_REGISTRY)
+    return _server(Gauge(name, doc, tuple(labels), registry=SERVER_REGISTRY))
 
 
 def _server_counter(name: str, doc: str, labels: Iterable[str] = ("prior",)) -> Counter:
-    return Counter(name, doc, tuple(labels), registry=SERVER_REGISTRY)
+    return _server(Counter(name, doc, tuple(labels), registry=SERVER_REGISTRY))
+
+
+def _server_histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+    return _server(Histogram(name, doc, ("prior",), buckets=buckets, registry=SERVER_REGISTRY))
 
 
 # --- ServerApp -------------------------------------------------------------------------------
@@ -48,19 +65,9 @@ UPDATES_ANALYSED = _server_counter("leakbed_updates_analysed", "Tapped updates a
 UPDATES_DROPPED = _server_counter(
     "leakbed_updates_dropped", "Tapped updates dropped because the attack queue stayed full [updates]."
 )
-ROUND_DURATION = Histogram(
-    "leakbed_round_duration_seconds",
-    "Wall time of one server round [s].",
-    ("prior",),
-    buckets=ROUND_BUCKETS,
-    registry=SERVER_REGISTRY,
-)
-AGGREGATION_DURATION = Histogram(
-    "leakbed_aggregation_duration_seconds",
-    "Wall time of one round's aggregation including the tap [s].",
-    ("prior",),
-    buckets=FAST_BUCKETS,
-    registry=SERVER_REGISTRY,
+ROUND_DURATION = _server_histogram("leakbed_round_duration_seconds", "Wall time of one server round [s].", ROUND_BUCKETS)
+AGGREGATION_DURATION = _server_histogram(
+    "leakbed_aggregation_duration_seconds", "Wall time of one round's aggregation including the tap [s].", FAST_BUCKETS
 )
 ATTACK_QUEUE_DEPTH = _server_gauge("leakbed_attack_queue_depth", "Tasks waiting in the bounded attack queue [tasks].")
 ATTACK_LAG_ROUNDS = _server_gauge("leakbed_attack_lag_rounds", "How many rounds the attack side trails the FL run [rounds].")
@@ -102,6 +109,18 @@ def metric_names(registry: CollectorRegistry | None = None) -> list[str]:
         for family in reg.collect():
             names.append(f"{family.name}_total" if family.type == "counter" else family.name)
     return sorted(names)
+
+
+def forget_prior(prior: str) -> None:
+    """Remove every ServerApp series of ``prior``, so a new run in the same process counts from zero.
+
+    Prometheus reads a counter that drops as a reset (as after a restart), so ``rate()`` stays right.
+    """
+    for metric in SERVER_METRICS:
+        for family in metric.collect():
+            stale = {tuple(v for k, v in s.labels.items() if k != "le") for s in family.samples if s.labels.get("prior") == prior}
+            for values in stale:
+                metric.remove(*values)
 
 
 def exposition(registry: CollectorRegistry) -> str:

@@ -55,6 +55,7 @@ class RunTelemetry:
         self.defense = defense_label(cfg)
         self._seen = PoolStats()
         self._lock = threading.Lock()
+        t.forget_prior(prior)  # a second run in this process (a sweep, a test) must not add to the first's counts
         t.ROUNDS_PLANNED.labels(prior=prior).set(cfg.fl.rounds)
         t.RUN_FINISHED.labels(prior=prior).set(0)
         t.ROUND.labels(prior=prior).set(0)

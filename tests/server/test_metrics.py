@@ -85,6 +85,23 @@ def test_pool_counts_become_counter_increments():
     assert reg.get_sample_value("leakbed_attack_queue_depth", p) == 0
 
 
+def test_a_second_run_in_the_same_process_counts_from_zero():
+    reg, p = telemetry.SERVER_REGISTRY, {"prior": "random-again"}
+    first = RunTelemetry(build_config({}), "random-again")
+    observe_round(first, 1, RoundLog(sampled=4, received=4, seconds=1.0), PoolStats(tapped=4, analysed=4), depth=0)
+    first.attack("mlp", {"ap": 0.9})
+    other = RunTelemetry(build_config({}), "chrono-untouched")
+    other.pool(PoolStats(tapped=7), depth=0)
+    second = RunTelemetry(build_config({}), "random-again")
+    observe_round(second, 1, RoundLog(sampled=3, received=3, seconds=2.0), PoolStats(tapped=3, analysed=2), depth=1)
+    assert reg.get_sample_value("leakbed_updates_received_total", p) == 3
+    assert reg.get_sample_value("leakbed_updates_tapped_total", p) == 3
+    assert reg.get_sample_value("leakbed_round_duration_seconds_count", p) == 1
+    assert reg.get_sample_value("leakbed_round_duration_seconds_sum", p) == 2.0
+    assert reg.get_sample_value("leakbed_attack_ap", {**p, "attack": "mlp", "defense": "none", "world": "closed"}) is None
+    assert reg.get_sample_value("leakbed_updates_tapped_total", {"prior": "chrono-untouched"}) == 7
+
+
 def test_defense_label_is_short_and_bounded():
     assert defense_label(build_config({})) == "none"
     two = build_config({}, ['defenses=[{name="mm-aug"}, {name="noise", strength=0.1, fraction=0.5}]'])
