@@ -50,11 +50,19 @@ class Scores:
 
 
 def fit_score(name: str, cfg: AttackConfig, seed: int, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
-    """Train on labelled shadow updates, score anonymous updates."""
+    """Train on labelled shadow updates, score anonymous updates.
+
+    Shadow updates whose replayed training diverged (non-finite entries, e.g. on a global model
+    wrecked by a noise defense) are left out, as any attacker would; with none left the fit fails.
+    """
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
 
+    finite = np.isfinite(x_train).all(axis=1)
+    if not finite.any():
+        raise ValueError(f"all {len(x_train)} shadow updates are non-finite: the attacker's replayed training diverged")
+    x_train, y_train = x_train[finite], y_train[finite]
     clf = make_attacker(name, cfg, seed)
     if name == "knn":
         clf.set_params(n_neighbors=min(cfg.knn_k, len(x_train)))

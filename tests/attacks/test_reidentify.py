@@ -32,3 +32,15 @@ def test_attackers_find_users_and_fall_to_chance_on_shuffled_labels(name):
     assert reid_metrics(y_te, s.classes, s.scores)["x_chance"] > 8
     s = fit_score(name, CFG, 0, x_tr, rng.permutation(y_tr), x_te)
     assert reid_metrics(y_te, s.classes, s.scores)["x_chance"] < 2.5
+
+
+def test_diverged_shadow_updates_are_left_out_and_all_diverged_fails_clearly():
+    rng = np.random.default_rng(1)
+    x_tr, y_tr = _users(rng, 6, 10)
+    x_te, y_te = x_tr[::2] + 0.1 * rng.normal(size=x_tr[::2].shape), y_tr[::2]
+    broken = x_tr.copy()
+    broken[::3, 0] = np.nan  # a third of the replays diverged
+    s = fit_score("knn", CFG, 0, broken, y_tr, x_te)
+    assert reid_metrics(y_te, s.classes, s.scores)["x_chance"] > 3
+    with pytest.raises(ValueError, match="non-finite"):
+        fit_score("knn", CFG, 0, np.full_like(x_tr, np.inf), y_tr, x_te)
