@@ -2,6 +2,7 @@
 
 Add one import line per attack module.
 """
+
 import attacks.attributes  # noqa: F401
 import attacks.cross_modal  # noqa: F401
 import attacks.matching  # noqa: F401

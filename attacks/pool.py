@@ -34,6 +34,7 @@ from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
 from attacks.transport import pb, pb_grpc
 from attacks.worker import KNOWLEDGE_FILE
+from leakbed.processes import free_port
 
 log = logging.getLogger(__name__)
 # One task may legitimately take long (shadow training of a big model for many known users, an MLP
@@ -85,14 +86,6 @@ class _Task:
     name: str = ""  # fit: the attack
     partial: bool = False  # fit: an interim score during training
     first_tried: float = 0.0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class _LocalWorker:

@@ -8,7 +8,7 @@ backend config, inside ``seeded_node_ids``:
 
 * plain: a ServerApp whose main runs ``flwr.serverapp.strategy.FedAvg`` (fraction_train C,
   fraction_evaluate 0, min_train_nodes 1, min_available_nodes = users) with the train
-  ConfigRecord of ``server.experiment._train_config``; its evaluate_fn is a no-op that only
+  ConfigRecord of ``server.run_parts.train_config``; its evaluate_fn is a no-op that only
   records the end of each round (``--plain-evaluate``: the same centralised evaluation leakbed does);
 * leakbed: ``leakbed.simulate.simulate(cfg, rule, out)``: the curious strategy, shuffler, attack
   pool, referee, per-round utility evaluation, and fitting the attackers after the last round.
@@ -97,7 +97,7 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
     from leakbed.models import build_model
     from leakbed.simulate import backend_config, seeded_node_ids
     from leakbed.training import evaluate, pick_device
-    from server.experiment import _train_config
+    from server.run_parts import train_config
 
     fed = federation(cfg, rule)
     users = len(fed.user_ids)
@@ -137,7 +137,7 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
             initial_arrays=initial,
             num_rounds=cfg.fl.rounds,
             timeout=cfg.fl.round_timeout,
-            train_config=_train_config(cfg, rule),
+            train_config=train_config(cfg, rule),
             evaluate_fn=evaluate_fn,
         )
         state["fl_seconds"] = time.perf_counter() - t0

@@ -27,9 +27,9 @@ from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.supercore.differential_privacy import compute_clip_model_update
 
+from defenses.mod_reply import device_user
 from leakbed.adoption import defenses_of
 from leakbed.config import DefenseConfig, ExperimentConfig
-from leakbed.data import federation
 from leakbed.privacy import gaussian_epsilon
 
 DP_LEVEL = ("dp-fedavg", "local-dp")
@@ -68,8 +68,7 @@ def dp_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Mess
     cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
     if not any(d.name in DP_LEVEL for d in cfg.defenses):
         return call_next(msg, context)
-    fed = federation(cfg, str(conf["prior-rule"]))
-    user = fed.user_ids[int(context.node_config["partition-id"])]
+    fed, user = device_user(cfg, conf, context)
     chain = call_next
     for _, defense in reversed(defenses_of(cfg, fed.user_ids, user)):
         if defense.name == "dp-fedavg":

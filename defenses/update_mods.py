@@ -12,13 +12,12 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-import torch
-from flwr.app import ArrayRecord, Context, Message
+from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
+from defenses.mod_reply import device_user, keep_global, send, train_config, weights
 from leakbed.adoption import defenses_of
-from leakbed.config import DefenseConfig, ExperimentConfig
-from leakbed.data import federation
+from leakbed.config import DefenseConfig
 
 UPDATE_LEVEL = ("noise", "selective")
 
@@ -57,27 +56,20 @@ def defend_update(
             if defense.name == "noise":
                 out[key] = add_noise(out[key], defense.strength, rng)
             else:
-                out[key] = np.where(largest_mask(out[key] - glob, defense.strength), out[key], glob)
+                out[key] = keep_global(out[key], glob, largest_mask(out[key] - glob, defense.strength))
     return out
 
 
 def update_defense_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """Defend the trained weights of the users who adopt an update-level defense; others pass through."""
     reply = call_next(msg, context)
-    if msg.metadata.message_type != "train" or reply.has_error():
+    got = train_config(msg, reply)
+    if got is None:
         return reply
-    conf = msg.content.config_records["config"]
-    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
-    fed = federation(cfg, str(conf["prior-rule"]))
-    user = fed.user_ids[int(context.node_config["partition-id"])]
+    cfg, conf = got
+    fed, user = device_user(cfg, conf, context)
     chosen = [(i, d) for i, d in defenses_of(cfg, fed.user_ids, user) if d.name in UPDATE_LEVEL]
     if not chosen:
         return reply
-    glob = {k: v.numpy() for k, v in msg.content.array_records["arrays"].items()}
-    local = {k: v.numpy() for k, v in reply.content.array_records["arrays"].items()}
     seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{user}/update-defense".encode())
-    sent = defend_update(glob, local, chosen, seed)
-    reply.content["arrays"] = ArrayRecord(
-        torch_state_dict={k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sent.items()}
-    )
-    return reply
+    return send(reply, defend_update(*weights(msg, reply), chosen, seed))

@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import torch
-from flwr.app import ArrayRecord, Context, Message
+from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
+from defenses.mod_reply import device_user, keep_global, send, train_config, weights
 from leakbed.adoption import defenses_of
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, UserData, federation
@@ -76,7 +76,7 @@ def restrict_update(
     for key, glob in global_arrays.items():
         if np.issubdtype(glob.dtype, np.floating) and glob.ndim >= 1 and glob.shape[0] == len(allowed):
             mask = allowed.reshape((-1,) + (1,) * (glob.ndim - 1))
-            out[key] = np.where(mask, local_arrays[key], glob)
+            out[key] = keep_global(local_arrays[key], glob, mask)
     return out
 
 
@@ -98,21 +98,12 @@ def restrict_vocabulary(cfg: ExperimentConfig, fed: Federation, user: str, data:
 def vocab_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """Send Δw only on the allowed tokens' rows (adopters of the vocab defense; others pass through)."""
     reply = call_next(msg, context)
-    if msg.metadata.message_type != "train" or reply.has_error():
+    got = train_config(msg, reply)
+    if got is None or not any(d.name == "vocab" for d in got[0].defenses):
         return reply
-    conf = msg.content.config_records["config"]
-    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
-    if not any(d.name == "vocab" for d in cfg.defenses):
-        return reply
-    fed = federation(cfg, str(conf["prior-rule"]))
-    k = _vocab_k(cfg, fed, fed.user_ids[int(context.node_config["partition-id"])])
+    cfg, conf = got
+    fed, user = device_user(cfg, conf, context)
+    k = _vocab_k(cfg, fed, user)
     if not k:
         return reply
-    allowed = _allowed(cfg.model_dump_json(), fed.rule, k)
-    glob = {key: v.numpy() for key, v in msg.content.array_records["arrays"].items()}
-    local = {key: v.numpy() for key, v in reply.content.array_records["arrays"].items()}
-    sent = restrict_update(glob, local, allowed)
-    reply.content["arrays"] = ArrayRecord(
-        torch_state_dict={key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in sent.items()}
-    )
-    return reply
+    return send(reply, restrict_update(*weights(msg, reply), _allowed(cfg.model_dump_json(), fed.rule, k)))

@@ -11,14 +11,12 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
-DefenseName = Literal[
-    "bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout"
-]
+DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout"]
 # Attacks of the suite beyond closed-world re-identification; each attack module adds its name
 # here and registers itself in ``attacks.catalog`` (the config cannot import attacks).
 SUITE_ATTACKS: tuple[str, ...] = ("property", "membership", "aggregate-property")
@@ -27,6 +25,29 @@ ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", 
 
 
 _HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
+
+
+def _distinct(items: list) -> list:
+    if len(set(items)) != len(items):
+        raise ValueError("must not repeat")
+    return items
+
+
+def _known_suite(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in SUITE_ATTACKS]
+    if unknown:
+        raise ValueError(f"unknown attack {unknown[0]!r}; known: {', '.join(SUITE_ATTACKS) or 'none'}")
+    return names
+
+
+def _host_ports(addresses: list[str]) -> list[str]:
+    bad = [a for a in addresses if not _HOST_PORT.fullmatch(a)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not host:port")
+    return addresses
+
+
+Distinct = AfterValidator(_distinct)  # a list field whose items must not repeat
 
 
 class Section(BaseModel):
@@ -60,14 +81,19 @@ class PropertyPlanConfig(Section):
     the device leaves out the examples that hold the binary ``property`` attribute as planned here."""
 
     holders: list[str] = Field(
-        [], max_length=100_000, description="users that train on their property examples; the others leave them out "
+        [],
+        max_length=100_000,
+        description="users that train on their property examples; the others leave them out "
         "(empty: see holder_fraction) [user ids]",
     )
     holder_fraction: float = Field(
         1.0, gt=0.0, le=1.0, description="when holders is empty: seeded share of users keeping their property examples [fraction]"
     )
     onset_round: int = Field(
-        0, ge=0, le=100_000, description="holders train without property examples before this round and on them only from it on; "
+        0,
+        ge=0,
+        le=100_000,
+        description="holders train without property examples before this round and on them only from it on; "
         "0 = always as drawn [round]",
     )
 
@@ -91,17 +117,11 @@ class DataConfig(Section):
 class SplitConfig(Section):
     """How each user's data divides into device-private data and the attacker's prior."""
 
-    priors: list[PriorRule] = Field(
+    priors: Annotated[list[PriorRule], Distinct] = Field(
         ["random", "chrono"], min_length=1, max_length=2, description="prior rules, one FL run each [names]"
     )
     prior_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="share of a user's data that is prior [fraction]")
     prior_count: int = Field(0, ge=0, le=1_000_000, description="prior examples per user; >0 overrides fraction [count]")
-
-    @model_validator(mode="after")
-    def _unique(self) -> SplitConfig:
-        if len(set(self.priors)) != len(self.priors):
-            raise ValueError("priors must not repeat")
-        return self
 
 
 class ModelConfig(Section):
@@ -256,10 +276,10 @@ class AttributesConfig(Section):
 class AttackConfig(Section):
     """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
 
-    attackers: list[AttackerName] = Field(
+    attackers: Annotated[list[AttackerName], Distinct] = Field(
         ["mlp", "svm", "knn"], min_length=1, max_length=3, description="re-identification attackers [names]"
     )
-    suite: list[str] = Field(
+    suite: Annotated[list[str], AfterValidator(_known_suite), Distinct] = Field(
         [], max_length=32, description="further attacks run in the pool, each named in SUITE_ATTACKS [names]"
     )
     workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
@@ -267,7 +287,7 @@ class AttackConfig(Section):
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
-    worker_addresses: list[str] = Field(
+    worker_addresses: Annotated[list[str], AfterValidator(_host_ports)] = Field(
         [],
         max_length=64,
         description="host:port of running attack workers (deployment); empty = spawn `workers` local ones [addresses]",
@@ -285,20 +305,6 @@ class AttackConfig(Section):
     attributes: AttributesConfig = AttributesConfig()
     property: PropertyAttackConfig = PropertyAttackConfig()
     feature_inference: FeatureInferenceConfig = FeatureInferenceConfig()
-
-    @model_validator(mode="after")
-    def _unique(self) -> AttackConfig:
-        if len(set(self.attackers)) != len(self.attackers):
-            raise ValueError("attackers must not repeat")
-        unknown = [n for n in self.suite if n not in SUITE_ATTACKS]
-        if unknown:
-            raise ValueError(f"unknown attack {unknown[0]!r} in suite; known: {', '.join(SUITE_ATTACKS) or 'none'}")
-        if len(set(self.suite)) != len(self.suite):
-            raise ValueError("suite attacks must not repeat")
-        bad = [a for a in self.worker_addresses if not _HOST_PORT.fullmatch(a)]
-        if bad:
-            raise ValueError(f"worker_addresses: {bad[0]!r} is not host:port")
-        return self
 
 
 class TelemetryConfig(Section):
@@ -335,7 +341,9 @@ class DefenseConfig(Section):
         "dropout: drop probability p < 1 in local training [1]",
     )
     fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
-    users: list[str] = Field([], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]")
+    users: Annotated[list[str], Distinct] = Field(
+        [], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]"
+    )
     clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
     clip: float = Field(
         50.0, gt=0.0, le=1e6, description="dp-fedavg / local-dp: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]"
@@ -385,7 +393,7 @@ class AdversaryConfig(Section):
     global models it receives, whether the other participants' batches held the property; the
     referee reports it apart from the server's attacks ("participant attacks")."""
 
-    users: list[str] = Field(
+    users: Annotated[list[str], Distinct] = Field(
         [], max_length=64, description="adversarial participants by user id; empty = no participant attack [user ids]"
     )
     alpha: float = Field(
@@ -396,12 +404,6 @@ class AdversaryConfig(Section):
     positive_fraction: float = Field(
         0.5, gt=0.0, le=1.0, description="share of property examples in an auxiliary property batch [fraction]"
     )
-
-    @model_validator(mode="after")
-    def _unique(self) -> AdversaryConfig:
-        if len(set(self.users)) != len(self.users):
-            raise ValueError("adversary.users must not repeat")
-        return self
 
 
 class ExperimentConfig(Section):
@@ -489,7 +491,7 @@ def _one_line(err: ValidationError) -> str:
         if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict)
         else ""
     )
-    return f"{where}: {first['msg']}{got}{more}"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}{got}{more}"
 
 
 def split_overrides(text: str) -> list[str]:

@@ -12,7 +12,6 @@ the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from leakbed.config import ExperimentConfig, dump_config
+from leakbed.processes import descendants, free_ports, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
@@ -34,20 +34,6 @@ CONNECTION = "leakbed-local"
 
 class DeployError(RuntimeError):
     """A step of the local deployment failed; the message is one line naming it."""
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports nothing listens on right now (held open together while picked)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def scrape(url: str, timeout: float = 5.0) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -71,24 +57,6 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
 
 def _by_attack(samples: dict, name: str, prior: str) -> dict[str, float]:
     return {labels["attack"]: v for labels, v in samples.get(name, []) if labels.get("prior") == prior}
-
-
-def _children(root: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(entry))
-    out, todo = [], list(kids.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(kids.get(pid, []))
-    return out
 
 
 @dataclass
@@ -131,22 +99,12 @@ class Deployment:
         """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``."""
         pids = []
         for p in reversed(list(self.procs.values())):
-            pids += [p.pid, *_children(p.pid)]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
+            pids += [p.pid, *descendants(p.pid)]
+        terminate(pids, grace)
         for p in self.procs.values():
             try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                p.wait(timeout=1)
             except subprocess.TimeoutExpired:
-                pass
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
                 pass
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,15 +27,10 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import Grid, ServerApp
 
 from attacks import AnonymousUpdate, AttackPool, RoundSnapshot, needs_full_updates
-from leakbed.adoption import defending_users
 from leakbed.config import ExperimentConfig
-from leakbed.data import federation
-from leakbed.models import attack_keys, build_model
-from leakbed.store import UpdateStore
-from leakbed.training import evaluate, pick_device
 from leakbed.updates import delta_vector
-from server.experiment import Progress, _knowledge, _train_config
 from server.referee import Referee
+from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
 from server.scorers import score_suite
 
 AGGREGATE_LEVEL = ("aggregate-property",)  # suite attacks that read only per-round aggregates
@@ -110,53 +104,32 @@ def run_secagg_federation(
     grid: Grid, context: Context, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None
 ) -> dict:
     """The legacy SecAgg+ counterpart of ``server.experiment.run_federation``; writes ``out/metrics.json``."""
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)  # the legacy client manager samples with the global ``random``
-    fed = federation(cfg, rule)
-    model = build_model(cfg.model, fed.corpus)
-    names = list(model.state_dict())
-    keys = attack_keys(model, cfg.model.attack_layers)
-    store = UpdateStore(out / "store")
-    referee = Referee(out / "referee")
-    test = fed.test_set()
-    device = pick_device(cfg.device)
-    utility: dict[int, dict[str, float]] = {}
+    run = prepare_run(cfg, rule, out, progress)
+    names = list(run.model.state_dict())
 
     def evaluate_fn(rnd: int, ndarrays: list[np.ndarray], config: dict) -> tuple[float, dict]:
-        model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(names, ndarrays, strict=True)})
-        utility[rnd] = evaluate(model, test, fed.corpus.task, device=device)
-        if progress:
-            progress(rnd, utility[rnd])
-        return utility[rnd]["loss"], utility[rnd]
+        utility = run.evaluate(rnd, {k: torch.from_numpy(np.asarray(v)) for k, v in zip(names, ndarrays, strict=True)})
+        return utility["loss"], utility
 
     runnable = [n for n in cfg.attack.suite if n in AGGREGATE_LEVEL]
-    pool = AttackPool(
-        _knowledge(cfg, fed, keys),
-        str(store.root),
-        workers=cfg.attack.workers,
-        queue_size=cfg.attack.queue_size,
-        submit_timeout=cfg.attack.submit_timeout,
-        run_id=f"{cfg.name}-{rule}-secagg",
-    )
-    users = len(fed.user_ids)
-    train_config = {k: v for k, v in _train_config(cfg, rule).items()}
+    pool = run.pool(f"{cfg.name}-{rule}-secagg")
     try:
         strategy = CuriousSecAggFedAvg(
-            keys=keys,
+            keys=run.keys,
             names=names,
-            referee=referee,
+            referee=run.referee,
             pool=pool,
             seed=cfg.seed,
-            train_config=train_config,
+            train_config=dict(train_config(cfg, rule).items()),
             full=needs_full_updates(runnable),
             fraction_fit=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
             min_fit_clients=1,
             min_evaluate_clients=0,
-            min_available_clients=users,
+            min_available_clients=len(run.fed.user_ids),
             evaluate_fn=evaluate_fn,
-            initial_parameters=ndarrays_to_parameters([v.detach().cpu().numpy() for v in model.state_dict().values()]),
+            initial_parameters=ndarrays_to_parameters([v.detach().cpu().numpy() for v in run.model.state_dict().values()]),
         )
         sa = cfg.fl.secagg
         legacy = LegacyContext(
@@ -172,35 +145,21 @@ def run_secagg_federation(
                 timeout=cfg.fl.round_timeout,
             )
         )
-        t0 = time.perf_counter()
-        workflow(grid, legacy)
-        fl_seconds = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        pool.fit(runnable)
-        attack_seconds = time.perf_counter() - t1
+        run.timed("fl", lambda: workflow(grid, legacy))
+        run.timed("attack_fit", lambda: pool.fit(runnable))
     finally:
         pool.close()
-    fit = pool.stats.fit_seconds
-    ok = [n for n in runnable if n in fit and fit[n] == fit[n]]
+    ok = run.fitted(pool, runnable)
     failed = {n: CANNOT_RUN for n in cfg.attack.attackers}
     failed |= {n: CANNOT_RUN for n in cfg.attack.suite if n not in AGGREGATE_LEVEL}
-    failed |= {n: "fit failed or timed out (see pool errors)" for n in runnable if n not in ok}
+    failed |= {n: FIT_FAILED for n in runnable if n not in ok}
     summary = {
-        "prior": rule,
-        "users": users,
-        "rounds": cfg.fl.rounds,
+        **run.summary(pool),
         "secure_aggregation": "secagg+",
         "attackers": {},
         "attackers_failed": failed,
-        "suite": score_suite(referee, store, cfg, out, ok),
-        "utility": {str(r): u for r, u in sorted(utility.items())},
+        "suite": score_suite(run.referee, run.store, cfg, out, ok),
         "rounds_log": {str(r): s for r, s in sorted(strategy.rounds.items())},
-        "pool": pool.stats.to_dict(),
-        "fl_seconds": fl_seconds,
-        "attack_fit_seconds": attack_seconds,
-        "attack_layers": keys,
-        "defenses": [d.model_dump() for d in cfg.defenses],
-        "defending_users": len(defending_users(cfg, fed.user_ids)),
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     return summary

@@ -8,42 +8,35 @@ from pathlib import Path
 
 import numpy as np
 
-from leakbed.analyses.plots import pct, plt, table, write
-from leakbed.analyses.run_view import RunView, flat, reid
+from leakbed.analyses.plots import table, write
+from leakbed.analyses.run_view import RunView, flat
+from leakbed.analyses.size_curve import reid_by_size, size_figure
 
 
 def run(view: RunView, out: Path, sizes: list[int] | None = None, every: int = 1) -> dict:
-    ax, owners, _ = view.anon()
     keys = view.keys()
     prior = view.fed.prior()
     most = min(len(d) for d in prior.values())
     sizes = sorted({s for s in (sizes or [1, 2, 4, 8, 16, 32]) if s <= most} | {most})
     rounds = view.rounds[::every]
     rng = np.random.default_rng([view.cfg.seed, 0x0F7])
-    rows, result = [], {"sizes": sizes, "rounds": rounds, "ap": [], "chance_ap": [], "x_chance": []}
-    for k in sizes:
+
+    def replayed(k: int) -> tuple[np.ndarray, np.ndarray]:
         xs, ys = [], []
         for user, data in prior.items():
             sub = data.take(np.sort(rng.choice(len(data), k, replace=False)))
             for rnd in rounds:
                 xs.append(flat(view.replay(sub, rnd, f"{user}/prior{k}"), keys))
                 ys.append(user)
-        m = reid(view.cfg, np.stack(xs), np.asarray(ys), ax, owners)
-        result["ap"].append(m["ap"])
-        result["chance_ap"].append(m["chance_ap"])
-        result["x_chance"].append(m["x_chance"])
-        rows.append([str(k), pct(m["ap"], m["chance_ap"]), f"{100 * m['top1']:.1f}"])
-    fig, axis = plt.subplots(figsize=(5, 3.5))
-    axis.plot(sizes, 100 * np.asarray(result["ap"]), "o-", label="AP")
-    axis.plot(sizes, 100 * np.asarray(result["chance_ap"]), "k--", label="chance")
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel("prior examples per user")
-    axis.set_ylabel("AP %")
-    axis.legend()
+        return np.stack(xs), np.asarray(ys)
+
+    result, rows = reid_by_size(view, sizes, replayed)
+    result["rounds"] = rounds
     intro = (
         f"Seed 001 Figure 7: AP % (× chance) of the {view.cfg.attack.attackers[0]} attacker whose shadow updates are "
         f"replayed from k prior examples per user on {len(rounds)} stored global models, tested on the run's anonymous updates."
     )
     write(out, "prior_size", "Re-identification by prior examples per user (seed 001 Figure 7)", intro,
-          table(["prior examples per user", "AP % (× chance)", "top-1 %"], rows), result, fig)  # fmt: skip
+          table(["prior examples per user", "AP % (× chance)", "top-1 %"], rows), result,
+          size_figure(result, "prior examples per user"))  # fmt: skip
     return result

@@ -8,37 +8,29 @@ from pathlib import Path
 
 import numpy as np
 
-from leakbed.analyses.plots import pct, plt, table, write
-from leakbed.analyses.run_view import RunView, reid
+from leakbed.analyses.plots import table, write
+from leakbed.analyses.run_view import RunView
+from leakbed.analyses.size_curve import reid_by_size, size_figure
 
 
 def run(view: RunView, out: Path, sizes: list[int] | None = None) -> dict:
     sx, sy, _ = view.store.read_shadow()
-    ax, owners, _ = view.anon()
     if not len(sx):
         raise ValueError(f"{view.prior_dir}: the store holds no shadow updates")
     most = int(min(np.unique(sy, return_counts=True)[1]))
     sizes = sorted({s for s in (sizes or [1, 2, 4, 8, 16, 32, 64]) if s <= most} | {most})
     rng = np.random.default_rng([view.cfg.seed, 0x0F8])
-    rows, result = [], {"sizes": sizes, "ap": [], "chance_ap": [], "x_chance": []}
-    for n in sizes:
+
+    def subset(n: int) -> tuple[np.ndarray, np.ndarray]:
         idx = np.concatenate([rng.choice(np.flatnonzero(sy == u), n, replace=False) for u in np.unique(sy)])
-        m = reid(view.cfg, sx[idx], sy[idx], ax, owners)
-        result["ap"].append(m["ap"])
-        result["chance_ap"].append(m["chance_ap"])
-        result["x_chance"].append(m["x_chance"])
-        rows.append([str(n), pct(m["ap"], m["chance_ap"]), f"{100 * m['top1']:.1f}"])
-    fig, axis = plt.subplots(figsize=(5, 3.5))
-    axis.plot(sizes, 100 * np.asarray(result["ap"]), "o-", label="AP")
-    axis.plot(sizes, 100 * np.asarray(result["chance_ap"]), "k--", label="chance")
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel("attacker training updates per user")
-    axis.set_ylabel("AP %")
-    axis.legend()
+        return sx[idx], sy[idx]
+
+    result, rows = reid_by_size(view, sizes, subset)
     intro = (
         f"Seed 001 Figure 8: AP % (× chance) of the {view.cfg.attack.attackers[0]} attacker trained on n shadow updates "
         "per user (a seeded random subset across rounds), tested on every anonymous update."
     )
     write(out, "train_size", "Re-identification by attacker training examples (seed 001 Figure 8)", intro,
-          table(["updates per user", "AP % (× chance)", "top-1 %"], rows), result, fig)  # fmt: skip
+          table(["updates per user", "AP % (× chance)", "top-1 %"], rows), result,
+          size_figure(result, "attacker training updates per user"))  # fmt: skip
     return result

@@ -9,7 +9,7 @@ import numpy as np
 
 from attacks import AnonymousUpdate, RoundSnapshot
 from leakbed.data import federation
-from server.experiment import _knowledge
+from server.run_parts import knowledge
 from tests.conftest import REPO, tiny_config
 
 FORBIDDEN_IMPORTS = ("flwr", "server", "client", "ray")
@@ -55,7 +55,7 @@ def test_records_carry_no_identity():
 def test_attacker_knowledge_holds_prior_data_only():
     cfg = tiny_config()
     fed = federation(cfg, "random")
-    k = _knowledge(cfg, fed, ["fc2.weight"])
+    k = knowledge(cfg, fed, ["fc2.weight"])
     assert k.corpus_meta.users == {}
     blob = pickle.dumps(k)
     for user, split in fed.splits.items():

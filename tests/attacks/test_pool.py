@@ -5,9 +5,9 @@ import numpy as np
 import torch
 
 from attacks import AnonymousUpdate, AttackerKnowledge, AttackPool, RoundSnapshot
-from attacks.pool import free_port
 from leakbed.data import federation
 from leakbed.models import attack_keys, build_model
+from leakbed.processes import free_port
 from leakbed.store import UpdateStore
 from leakbed.training import state_arrays
 from tests.conftest import tiny_config

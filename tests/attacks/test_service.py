@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from attacks import AnonymousUpdate, RoundSnapshot, transport
-from attacks.pool import free_port
 from attacks.transport import pb, pb_grpc
 from attacks.worker import main, serve
 from leakbed import telemetry
+from leakbed.processes import free_port
 from leakbed.store import UpdateStore
 
 

@@ -6,12 +6,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 from client.app import TRUTH_KEY, train
 from leakbed.data import federation
 from leakbed.models import build_model
-from server.experiment import _train_config
+from server.run_parts import train_config
 from tests.conftest import fake_message, tiny_config
 
 
 def _train_message(cfg, model, rnd=1):
-    conf = _train_config(cfg, "random")
+    conf = train_config(cfg, "random")
     conf["server-round"] = rnd
     return fake_message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "config": conf}), src=0, dst=5)
 
@@ -45,5 +45,5 @@ def test_unknown_partition_is_an_error():
 
 
 def test_config_record_carries_the_experiment():
-    conf = _train_config(tiny_config(), "chrono")
+    conf = train_config(tiny_config(), "chrono")
     assert isinstance(conf, ConfigRecord) and conf["prior-rule"] == "chrono" and '"users":6' in str(conf["experiment"])

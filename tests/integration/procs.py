@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from leakbed.processes import alive, all_pids, descendants, terminate
+from leakbed.processes import free_port as free_port  # re-exported for the tests
+from leakbed.processes import free_ports as free_ports
+from leakbed.processes import terminate_tree as terminate_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live
@@ -42,27 +45,6 @@ def run_config(out_dir: Path, prior: str = "random") -> str:
     for value in (OVERRIDES, str(out_dir), prior):
         assert "'" not in value, f"cannot pass {value!r} as a TOML literal string"
     return f"set='{OVERRIDES}' out-dir='{out_dir}' prior='{prior}'"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports (held open together so the kernel cannot hand out one twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
@@ -93,9 +75,6 @@ def write_connection(flwr_home: Path, name: str, body: str) -> Path:
     return path
 
 
-# --- /proc inspection (Linux) -------------------------------------------------------------------
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
@@ -103,73 +82,10 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may contain spaces: split after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited already
-
-
-def all_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (children, grandchildren, ...)."""
-    children: dict[int, list[int]] = {}
-    for pid in all_pids():
-        ppid = _ppid(pid)
-        if ppid is not None:
-            children.setdefault(ppid, []).append(pid)
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def find_pids(pattern: str) -> set[int]:
     """PIDs whose command line matches the regex ``pattern`` (never this process)."""
     rx = re.compile(pattern)
     return {pid for pid in all_pids() if pid != os.getpid() and rx.search(_cmdline(pid))}
-
-
-def terminate(pids: Iterable[int], grace: float = 10.0) -> list[int]:
-    """SIGTERM each pid, wait up to ``grace`` seconds, SIGKILL what is left; returns the pids that needed SIGKILL."""
-    pids = [p for p in dict.fromkeys(pids) if p != os.getpid()]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.2)
-    killed = []
-    for pid in pids:
-        if _alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
-    return killed
-
-
-def terminate_tree(root: int, grace: float = 10.0) -> None:
-    """End ``root`` and all its descendants (collected before anything is signalled)."""
-    terminate([root, *descendants(root)], grace)
 
 
 # --- logged child processes ---------------------------------------------------------------------
@@ -207,7 +123,7 @@ class Procs:
         """Also stop these (e.g. a SuperLink that ``flwr`` started detached)."""
         self.extra_pids.update(pids)
 
-    def check_alive(self) -> None:
+    def checkalive(self) -> None:
         """Fail fast when a long-running process died."""
         for p in self.started:
             if p.popen.poll() is not None:
@@ -223,7 +139,7 @@ class Procs:
         roots = [p.popen.pid for p in reversed(self.started)] + sorted(self.extra_pids)
         tree: list[int] = []
         for root in roots:
-            if _alive(root):
+            if alive(root):
                 tree.append(root)
             tree += descendants(root)
         sessions = {sid for sid in map(_session, [*roots, *tree]) if sid is not None} - {_session(0), _session(1)}
@@ -264,7 +180,7 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, procs: Proc
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if procs is not None:
-            procs.check_alive()
+            procs.checkalive()
         if check():
             return
         time.sleep(interval)

@@ -9,7 +9,7 @@ import numpy as np
 from client.secagg import SecAggDevice
 from leakbed.simulate import simulate
 from leakbed.store import UpdateStore
-from server.experiment import _train_config
+from server.run_parts import train_config
 from server.secagg import CANNOT_RUN
 from tests.conftest import tiny_config
 
@@ -40,7 +40,7 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
     store = UpdateStore(tmp_path / "store")
     before, after = store.read_global(1), store.read_global(2)
     names = list(before)
-    config = {**dict(_train_config(cfg, "random").items()), "server-round": 1}
+    config = {**dict(train_config(cfg, "random").items()), "server-round": 1}
     users = truth[0]["user_id"].removeprefix("aggregate:").split()
     outs = [SecAggDevice(int(u.removeprefix("user"))).fit([before[k] for k in names], config) for u in users]
     weights = np.asarray([n for _, n, _ in outs], float)

@@ -50,6 +50,12 @@ def test_frozen_config_round_trips(tmp_path):
         ("data.source='bogus'", "data.source"),
         ("fl.nonsense=1", "fl.nonsense"),
         ("data.synthetic.bias=-0.1", "data.synthetic.bias"),
+        ("split.priors=['random','random']", "split.priors"),
+        ("attack.attackers=['mlp','mlp']", "attack.attackers"),
+        ("attack.suite=['property','property']", "attack.suite"),
+        ("attack.suite=['no-such-attack']", "attack.suite"),
+        ("attack.worker_addresses=['no-port']", "attack.worker_addresses"),
+        ("adversary.users=['u1','u1']", "adversary.users"),
     ],
 )
 def test_bad_values_name_the_field_in_one_line(override, field):

@@ -1,0 +1,93 @@
+"""Local process plumbing shared by ``leakbed deploy-local``, the attack pool and the integration tests.
+
+Free ports on 127.0.0.1, and ending a process tree (SIGTERM, a grace period, then SIGKILL) found
+through ``/proc`` (Linux), so a SuperLink's detached SuperExec or Ray's raylet is never left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports nothing listens on right now (held open together so none is handed out twice)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """One TCP port on ``host`` that nothing listens on right now."""
+    return free_ports(1, host)[0]
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name (which is in parentheses and may hold spaces)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie (a zombie has exited already)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (children, grandchildren, ...)."""
+    children: dict[int, list[int]] = {}
+    for pid in all_pids():
+        fields = _stat_fields(pid)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(pid)
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def terminate(pids: Iterable[int], grace: float = 10.0) -> list[int]:
+    """SIGTERM each pid, wait up to ``grace`` seconds, SIGKILL what is left; returns the pids that needed SIGKILL."""
+    pids = [p for p in dict.fromkeys(pids) if p != os.getpid()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.2)
+    killed = []
+    for pid in pids:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def terminate_tree(root: int, grace: float = 10.0) -> None:
+    """End ``root`` and all its descendants (collected before anything is signalled)."""
+    terminate([root, *descendants(root)], grace)

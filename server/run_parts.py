@@ -1,0 +1,142 @@
+"""What every FL loop of a run sets up the same way: the plain curious FedAvg and the SecAgg+ one.
+
+Seeding, the federation, the model and its attack keys, the update store, the referee, the test
+set and the device are built here once, so both loops measure utility and start the attack pool
+identically and their ``metrics.json`` share one shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+from flwr.app import ConfigRecord
+
+from attacks import AttackerKnowledge, AttackPool
+from leakbed.adoption import defending_users
+from leakbed.config import ExperimentConfig
+from leakbed.data import Federation, federation
+from leakbed.models import attack_keys, build_model
+from leakbed.store import UpdateStore
+from leakbed.training import evaluate, pick_device
+from server.referee import Referee
+
+Progress = Callable[[int, dict[str, float]], None]
+FIT_FAILED = "fit failed or timed out (see pool errors)"
+
+
+def knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> AttackerKnowledge:
+    """What the curious server knows: prior data by identity, the corpus' shape, no private data."""
+    return AttackerKnowledge(
+        prior=fed.prior(),
+        corpus_meta=replace(fed.corpus, users={}),
+        model=cfg.model,
+        attack=cfg.attack,
+        keys=keys,
+        seed=cfg.seed,
+        device=cfg.device,
+    )
+
+
+def train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
+    """The round's training config as the devices receive it."""
+    return ConfigRecord(
+        {
+            "epochs": cfg.fl.local_epochs,
+            "batch_size": cfg.fl.batch_size,
+            "lr": cfg.fl.lr,
+            "optimizer": cfg.fl.optimizer,
+            "momentum": cfg.fl.momentum,
+            "steps": cfg.fl.local_steps,
+            "experiment": cfg.model_dump_json(),
+            "prior-rule": rule,
+        }
+    )
+
+
+@dataclass
+class RunParts:
+    """One run under one prior rule: its federation, model, store, referee and measured utility."""
+
+    cfg: ExperimentConfig
+    rule: str
+    fed: Federation
+    model: torch.nn.Module
+    keys: list[str]
+    store: UpdateStore
+    referee: Referee
+    test: object
+    device: torch.device
+    progress: Progress | None = None
+    utility: dict[int, dict[str, float]] = field(default_factory=dict)
+    timer: dict[str, float] = field(default_factory=dict)
+
+    def evaluate(self, rnd: int, state: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Utility of the global model ``state`` after round ``rnd`` on the users' held-out data."""
+        self.model.load_state_dict(state)
+        self.utility[rnd] = evaluate(self.model, self.test, self.fed.corpus.task, device=self.device)
+        if self.progress:
+            self.progress(rnd, self.utility[rnd])
+        return self.utility[rnd]
+
+    def pool(self, run_id: str, **extra: object) -> AttackPool:
+        """The attack pool over this run's store, sized and bounded by the config."""
+        a = self.cfg.attack
+        return AttackPool(
+            knowledge(self.cfg, self.fed, self.keys),
+            str(self.store.root),
+            workers=a.workers,
+            queue_size=a.queue_size,
+            submit_timeout=a.submit_timeout,
+            run_id=run_id,
+            **extra,
+        )
+
+    def fitted(self, pool: AttackPool, names: list[str]) -> list[str]:
+        """Of ``names``, the attacks whose fit finished (a NaN fit time marks a failed fit)."""
+        fit = pool.stats.fit_seconds
+        return [n for n in names if n in fit and fit[n] == fit[n]]
+
+    def summary(self, pool: AttackPool) -> dict:
+        """The part of ``metrics.json`` every loop writes the same way."""
+        return {
+            "prior": self.rule,
+            "users": len(self.fed.user_ids),
+            "rounds": self.cfg.fl.rounds,
+            "utility": {str(r): u for r, u in sorted(self.utility.items())},
+            "pool": pool.stats.to_dict(),
+            "fl_seconds": self.timer.get("fl", 0.0),
+            "attack_fit_seconds": self.timer.get("attack_fit", 0.0),
+            "attack_layers": self.keys,
+            "defenses": [d.model_dump() for d in self.cfg.defenses],
+            "defending_users": len(defending_users(self.cfg, self.fed.user_ids)),
+        }
+
+    def timed(self, name: str, fn: Callable[[], object]) -> None:
+        """Run ``fn`` and keep its wall time under ``name`` (FL training, attack fitting)."""
+        t0 = time.perf_counter()
+        fn()
+        self.timer[name] = time.perf_counter() - t0
+
+
+def prepare_run(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> RunParts:
+    """Seed, then build the run's parts; ``out`` holds its store and referee."""
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    fed = federation(cfg, rule)
+    model = build_model(cfg.model, fed.corpus)
+    return RunParts(
+        cfg=cfg,
+        rule=rule,
+        fed=fed,
+        model=model,
+        keys=attack_keys(model, cfg.model.attack_layers),
+        store=UpdateStore(out / "store"),
+        referee=Referee(out / "referee"),
+        test=fed.test_set(),
+        device=pick_device(cfg.device),
+        progress=progress,
+    )
