@@ -8,6 +8,7 @@ same deterministic federation from the frozen config.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +79,10 @@ class Federation:
 
 
 @functools.lru_cache(maxsize=4)
-def _federation(cfg_json: str, rule: str) -> Federation:
-    cfg = ExperimentConfig.model_validate_json(cfg_json)
+def _federation(data_json: str, split_json: str, seed: int, rule: str) -> Federation:
+    """Keyed by what shapes the federation only, so a sweep's points (which differ in defenses,
+    rounds, attacks) load a dataset once per process."""
+    cfg = ExperimentConfig.model_validate({"seed": seed, "data": json.loads(data_json), "split": json.loads(split_json)})
     corpus = filter_users(load_corpus(cfg.data, cfg.seed), min_examples=cfg.data.min_examples, max_users=cfg.data.max_users)
     if len(corpus.users) < 2:
         raise DataError(f"only {len(corpus.users)} user(s) have at least {cfg.data.min_examples} examples; need 2 or more")
@@ -99,4 +102,4 @@ def _federation(cfg_json: str, rule: str) -> Federation:
 
 def federation(cfg: ExperimentConfig, rule: str) -> Federation:
     """The deterministic federation for ``cfg`` under prior rule ``rule``."""
-    return _federation(cfg.model_dump_json(), rule)
+    return _federation(cfg.data.model_dump_json(), cfg.split.model_dump_json(), cfg.seed, rule)
