@@ -18,7 +18,7 @@ from flwr.app import ConfigRecord
 from attacks import AttackerKnowledge, AttackPool
 from leakbed.adoption import defending_users
 from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, federation
+from leakbed.data import Federation, UserData, federation
 from leakbed.models import attack_keys, build_model
 from leakbed.store import UpdateStore
 from leakbed.training import evaluate, pick_device
@@ -68,7 +68,7 @@ class RunParts:
     keys: list[str]
     store: UpdateStore
     referee: Referee
-    test: object
+    test: UserData
     device: torch.device
     progress: Progress | None = None
     utility: dict[int, dict[str, float]] = field(default_factory=dict)
