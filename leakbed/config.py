@@ -192,6 +192,19 @@ class FeatureInferenceConfig(Section):
     classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of the property classifier [1]")
     aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples used [count]")
     dlg_steps: int = Field(15, ge=1, le=10_000, description="DLG L-BFGS steps of up to 20 evaluations each [count]")
+    labels: Literal["optimised", "inferred"] = Field(
+        "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
+    )
+    init: Literal["random", "auxiliary", "analytic"] = Field(
+        "random",
+        description="start of the dummy block inputs: uniform noise (seed), auxiliary images' f_{n-1} outputs, "
+        "or those fitted to the closed-form class-wise features of the classifier gradient [name]",
+    )
+    schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="step schedule of the dummy optimiser: constant alpha (seed) or cosine decay to 0 [name]"
+    )
+    restarts: int = Field(1, ge=1, le=100, description="random restarts per batch; the lowest final loss is kept [count]")
+    nonnegative: Literal[False, True] = Field(False, description="feed ReLU(x) to the last conv block [flag]")
 
 
 class PropertyAttackConfig(Section):

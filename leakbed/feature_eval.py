@@ -179,7 +179,8 @@ def evaluate(cfg: ExperimentConfig, out: Path, progress=None) -> dict:
                 true_feats = split.features(torch.from_numpy(batch.x)).numpy()
             feats = reconstruct_features(
                 split, grads, size, corpus.num_classes, corpus.input_shape,
-                steps=fi.steps, step_size=fi.step_size, block_weight=fi.block_weight, seed=seed,
+                steps=fi.steps, step_size=fi.step_size, block_weight=fi.block_weight, seed=seed, labels=fi.labels,
+                init=fi.init, schedule=fi.schedule, restarts=fi.restarts, nonnegative=fi.nonnegative, aux_x=aux.x, aux_y=aux.y,
             )  # fmt: skip
             images, _ = dlg_reconstruct(model, grads, size, corpus.num_classes, corpus.input_shape, steps=fi.dlg_steps, seed=seed)
             p_feat = predict_property(feat_net, feats)
