@@ -5,11 +5,17 @@ and upload well-formed updates, but (i) train on the joint loss α·main + (1 �
 (``leakbed.multitask``) so the shared model learns to separate data with and without the property,
 and (ii) observe what a participant sees: the global model of each round it is sampled in. From
 two consecutive global models it takes the aggregate update and removes its own share
-(aggregate − own Δ / K, with K participants a round; exact for equal data sizes), and scores it
-on the property direction learnt from auxiliary updates (Algorithm 7's labelled updates, on the
-same global model, from its own labelled data with and without the property): a nearest-mean
-linear classifier per round, so the model's drift over rounds cannot pose as the property.
-It sees no other device's data, user id or update.
+(aggregate − own Δ / K, with K participants a round, a public protocol fact; exact for equal data
+sizes). Its batch property classifier is Algorithm 7 adapted to a participant: each round, on that
+round's global model, it computes auxiliary updates on its own labelled batches with and without
+the property, composes synthetic "others' aggregates" (the mean of K − 1 of them, one a property
+batch or none), and keeps their labelled features across rounds; to score the others' aggregate
+of round t it fits the classifier (logistic regression or the seed's 50-tree random forest) on all
+of them up to round t, and reports the observed aggregate's rank among held-out synthetic
+aggregates of round t without the property (a per-round null). Features are globally max-pooled
+(§7.1.4) after dividing the update by its L2 norm, so the updates' shrinking as the model converges
+cannot pose as the property.
+It sees no other device's data, user id, data size or update.
 
 Its per-round scores reach the referee through the device's sealed truth record (``adv-round``,
 ``adv-score``), like every other per-update fact: the adversary is a participant, so it has no
@@ -44,14 +50,65 @@ def flat_update(delta: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(delta[key], np.float64).ravel() for key in sorted(delta)])
 
 
-def property_score(others: np.ndarray, with_mean: np.ndarray, without_mean: np.ndarray, k: int) -> float:
-    """P(another participant's batch held the property), from where the others' aggregate falls on
-    the property direction d = mean aux update with − without: with K participants and equal
-    weights, no property puts it near (K − 1)/K · without, one property batch shifts it by d / K."""
-    d = with_mean - without_mean
-    norm = float(np.linalg.norm(d)) or 1.0
-    z = (float(others @ d) - (k - 1) / k * float(without_mean @ d)) / (norm * norm / k)
-    return float(1.0 / (1.0 + np.exp(-4.0 * (z - 0.5))))
+def pooled_features(delta: dict[str, np.ndarray]) -> np.ndarray:
+    """§7.1.4's global max pooling of an update divided by its L2 norm: per weight, the max over
+    each axis (one feature per output unit and one per input position), biases as they are."""
+    norm = float(np.linalg.norm(flat_update(delta))) or 1.0
+    parts = []
+    for key in sorted(delta):
+        arr = np.asarray(delta[key], np.float64) / norm
+        if arr.ndim >= 2:
+            flat = arr.reshape(arr.shape[0], -1)
+            parts += [flat.max(axis=1), flat.max(axis=0)]
+        else:
+            parts.append(arr.ravel())
+    return np.concatenate(parts).astype(np.float32)
+
+
+def synthetic_aggregates(
+    with_prop: list[dict[str, np.ndarray]],
+    without: list[dict[str, np.ndarray]],
+    k: int,
+    count: int,
+    rng: np.random.Generator,
+    label: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labelled features of ``count`` emulated others' aggregates: the mean of K − 1 auxiliary
+    updates without the property, one of them swapped for an update with it (label 1) or not (0);
+    alternating labels, or all ``label``."""
+    feats, labels = [], []
+    for i in range(count):
+        lab = i % 2 if label is None else label
+        parts = [without[j] for j in rng.choice(len(without), k - 1, replace=len(without) < k - 1)]
+        if lab:
+            parts[int(rng.integers(k - 1))] = with_prop[int(rng.integers(len(with_prop)))]
+        feats.append(pooled_features({key: sum(p[key] for p in parts) / k for key in parts[0]}))
+        labels.append(lab)
+    return np.stack(feats), np.asarray(labels, np.int64)
+
+
+def property_score(x: np.ndarray, y: np.ndarray, query: np.ndarray, null: np.ndarray, classifier: str, seed: int) -> float:
+    """How likely another participant's batch held the property: the batch property classifier,
+    fitted on the labelled synthetic aggregates ``x, y``, scores the observed others' aggregate, and
+    the score is its rank among held-out synthetic aggregates of the same round without the property
+    (``null``), so the classifier's drift from round to round cannot pose as the property."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if len(set(y.tolist())) < 2:
+        return 0.5
+    model = (
+        RandomForestClassifier(n_estimators=50, random_state=seed, n_jobs=1)
+        if classifier == "forest"
+        else make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000))
+    )
+    model.fit(x, y)
+    both = np.vstack([query[None], null])
+    # the logistic model's margin, not its probability: on separable training data that saturates at 0 / 1
+    p = model.decision_function(both) if classifier == "logistic" else model.predict_proba(both)[:, 1]
+    return float((np.sum(p[1:] < p[0]) + 0.5 * np.sum(p[1:] == p[0]) + 0.5) / (len(null) + 1))
 
 
 def participants_per_round(cfg: ExperimentConfig, users: int) -> int:
@@ -106,27 +163,33 @@ def adversary_round(
     facts: dict[str, object] = {"adversary": 1}
     k = participants_per_round(cfg, len(fed.user_ids))
 
-    # (1) the previous round's aggregate minus the adversary's own share, scored against the
-    # property direction learnt on that round's global model (no drift across rounds)
-    if arrays and int(meta.get("round", -1)) == rnd - 1 and "aux-with" in arrays:
-        others = flat_update({key: arrays[f"global/{key}"] - global_now[key] - arrays[f"own/{key}"] / k for key in shared})
+    # (1) the previous round's aggregate minus the adversary's own share, scored by the classifier
+    # fitted on the labelled synthetic aggregates of every round up to that one (Algorithm 7)
+    if arrays and int(meta.get("round", -1)) == rnd - 1 and "aux-x" in arrays:
+        others = {key: arrays[f"global/{key}"] - global_now[key] - arrays[f"own/{key}"] / k for key in shared}
         facts["adv-round"] = rnd - 1
-        facts["adv-score"] = property_score(others, arrays["aux-with"], arrays["aux-without"], k)
+        x, y = arrays["aux-x"], arrays["aux-y"].astype(np.int64)
+        facts["adv-score"] = property_score(x, y, pooled_features(others), arrays["null-x"], opts.classifier, cfg.seed)
 
-    # (2) auxiliary updates on this round's global model, with and without the property (Algorithm 7)
+    # (2) auxiliary updates on this round's global model, with and without the property, composed
+    # into synthetic others' aggregates of K − 1 participants
     prop = np.asarray(own.attrs[opts.property]).astype(np.int64)
     rng = np.random.default_rng([cfg.seed, rnd, pid, 0xAD])
     size = tcfg.batch_size * tcfg.steps if tcfg.steps else min(len(own), tcfg.batch_size * 4)
-    means = {}
+    pools: dict[str, list[dict[str, np.ndarray]]] = {}
     for label, share in (("with", opts.positive_fraction), ("without", 0.0)):
-        deltas = []
+        pools[label] = []
         for i in range(opts.aux_batches):
             local = copy.deepcopy(model)
             batch = _aux_batch(rng, own, prop, size, share)
             local_update(local, batch, fed.corpus.task, tcfg, seed=seed + 7 * i + (label == "with"), device=device)
             after = state_arrays(local)
-            deltas.append(flat_update({key: global_now[key] - after[key] for key in shared}))
-        means[label] = np.mean(deltas, axis=0)
+            pools[label].append({key: global_now[key] - after[key] for key in shared})
+    half = max(len(pools["without"]) // 2, 1)  # held-out updates for the round's null aggregates
+    x, y = synthetic_aggregates(pools["with"], pools["without"][:half], max(k, 2), opts.aux_aggregates, rng)
+    null, _ = synthetic_aggregates([], pools["without"][half:] or pools["without"], max(k, 2), opts.aux_aggregates, rng, label=0)
+    if "aux-x" in arrays:
+        x, y = np.concatenate([arrays["aux-x"], x]), np.concatenate([arrays["aux-y"], y])
 
     # (3) the upload: the joint loss α·main + (1 − α)·property, with the head kept on the device
     head = nn.Linear(hidden_size(model), 1)
@@ -137,7 +200,7 @@ def adversary_round(
 
     keep = {f"global/{key}": global_now[key] for key in shared}
     keep |= {f"own/{key}": global_now[key] - after[key] for key in shared}
-    keep |= {"aux-with": means["with"], "aux-without": means["without"]}
+    keep |= {"aux-x": x, "aux-y": y, "null-x": null}
     keep |= {"head/weight": head.weight.detach().cpu().numpy(), "head/bias": head.bias.detach().cpu().numpy()}
     _save(state, keep, {"round": float(rnd)})
     return loss, facts

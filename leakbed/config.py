@@ -413,9 +413,17 @@ class AdversaryConfig(Section):
         0.5, ge=0.0, le=1.0, description="weight alpha of the main-task loss in alpha*main + (1-alpha)*property; 1 = passive [1]"
     )
     property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
-    aux_batches: int = Field(4, ge=1, le=1000, description="auxiliary updates per label computed each round [count]")
+    aux_batches: int = Field(
+        16, ge=1, le=1000, description="auxiliary updates per label each round; half of those without it build the null [count]"
+    )
     positive_fraction: float = Field(
         0.5, gt=0.0, le=1.0, description="share of property examples in an auxiliary property batch [fraction]"
+    )
+    aux_aggregates: int = Field(
+        40, ge=2, le=10_000, description="synthetic others' aggregates composed from the auxiliary updates each round [count]"
+    )
+    classifier: Literal["logistic", "forest"] = Field(
+        "forest", description="batch property classifier: the seed's 50-tree random forest or logistic regression [name]"
     )
 
 

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 import torch
 from flwr.app import RecordDict
+from sklearn.metrics import roc_auc_score
 
-from client.adversary import adversary_round, participants_per_round
+from client.adversary import (
+    _aux_batch,
+    adversary_round,
+    participants_per_round,
+    pooled_features,
+    property_score,
+    synthetic_aggregates,
+)
 from leakbed.config import ConfigError, build_config
 from leakbed.data import federation
 from leakbed.models import build_model
@@ -78,6 +86,48 @@ def test_rounds_give_a_score_for_the_previous_aggregate():
     # a gap in participation (not sampled in round 3) means no score for round 3
     _, facts = adversary_round(cfg, fed, 0, copy.deepcopy(nxt), tcfg, rnd=4, seed=4, device=torch.device("cpu"), state=state)
     assert "adv-score" not in facts
+
+
+def _pool(model, data, prop, share, count, rng, tcfg):
+    """Single-batch updates (FedSGD) on ``model`` of batches with ``share`` property examples."""
+    glob = state_arrays(model)
+    out = []
+    for i in range(count):
+        local = copy.deepcopy(model)
+        batch = _aux_batch(rng, data, prop, tcfg.batch_size, share)
+        local_update(local, batch, "multiclass", tcfg, seed=i, device=torch.device("cpu"))
+        after = state_arrays(local)
+        out.append({k: glob[k] - after[k] for k in glob})
+    return out
+
+
+def test_classifier_tells_aggregates_with_a_property_batch_and_not_with_shuffled_labels():
+    """Algorithm 7 on emulated aggregates of K - 1 = 3 participants: held-out aggregates holding one
+    all-property batch rank above the round's null; with shuffled training labels they do not."""
+    cfg, fed, model = _setup("data.synthetic.bias=0", "data.synthetic.examples_per_user=120")
+    data = fed.private(0)
+    prop = np.asarray(data.attrs["property"]).astype(np.int64)
+    tcfg = TrainConfig(1, 16, 0.1, "sgd", 0.0, 1)
+    rng = np.random.default_rng(0)
+    pos = _pool(model, data, prop, 0.5, 16, rng, tcfg)
+    neg = _pool(model, data, prop, 0.0, 24, rng, tcfg)
+    x, y = synthetic_aggregates(pos, neg[:12], 4, 200, rng)
+    null, _ = synthetic_aggregates([], neg[12:], 4, 40, rng, label=0)
+    # held out: other updates, the property batch all marked (as the target's in configs/active-property.toml)
+    test_pos = _pool(model, data, prop, 1.0, 8, rng, tcfg)
+    qx, qy = synthetic_aggregates(test_pos, neg[12:], 4, 40, rng)
+    for classifier in ("forest", "logistic"):
+        scores = [property_score(x, y, q, null, classifier, 0) for q in qx]
+        assert all(0.0 < s < 1.0 for s in scores)
+        assert roc_auc_score(qy, scores) > 0.8, classifier
+    # shuffled labels: a random direction, so the AUC averages out to chance over permutations
+    aucs = []
+    for seed in range(4):
+        shuffled = np.random.default_rng(seed).permutation(y)
+        aucs.append(roc_auc_score(qy, [property_score(x, shuffled, q, null, "logistic", 0) for q in qx]))
+    assert 0.3 < np.mean(aucs) < 0.7, aucs
+    # scale-free features: the update shrinking as the model converges does not move them
+    assert np.allclose(pooled_features(pos[0]), pooled_features({k: 0.1 * v for k, v in pos[0].items()}), atol=1e-6)
 
 
 def test_bad_adversary_config_fails_in_one_line():
