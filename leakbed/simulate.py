@@ -60,6 +60,7 @@ def simulate(
 
     from client.app import app as client_app
     from server.app import build_server_app
+    from server.cancel import RunControl
 
     if cfg.fl.secure_aggregation == "secagg+":  # Flower's SecAgg+ exists only as the legacy workflow
         from client.secagg import app as client_app
@@ -68,16 +69,19 @@ def simulate(
     users = len(federation(cfg, rule).user_ids)
     path = out / "metrics.json"
     for attempt in range(START_ATTEMPTS):
+        control = RunControl()
         try:
             with seeded_node_ids(cfg.seed):
                 run_simulation(
-                    server_app=build_server_app(cfg, rule, out, progress),
+                    server_app=build_server_app(cfg, rule, out, progress, control),
                     client_app=client_app,
                     num_supernodes=users,
                     backend_config=backend_config(cfg),
                 )
         except RuntimeError as err:  # Flower re-raises a crashed Simulation Runtime (e.g. Ray's start-up) this way
             log.warning("simulation of the %s prior crashed: %s", rule, err)
+        if not path.exists():  # its ServerApp thread may still wait on the dead runtime: end it first
+            control.abandon()
         if path.exists() or attempt + 1 == START_ATTEMPTS:
             break
         # Ray's raylet or GCS sometimes fails to come up on a busy 2-core machine; the run is

@@ -15,6 +15,7 @@ from flwr.serverapp import Grid, ServerApp
 from leakbed.config import ExperimentConfig, dump_config, load_config, split_overrides
 from leakbed.paths import default_run_dir
 from leakbed.report import write_report
+from server.cancel import RunControl, controlled_main
 from server.experiment import Progress, run_federation
 from server.metrics import hold as hold_metrics
 
@@ -37,12 +38,14 @@ def main(grid: Grid, context: Context) -> None:
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values
 
 
-def build_server_app(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> ServerApp:
+def build_server_app(
+    cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None, control: RunControl | None = None
+) -> ServerApp:
     """A ServerApp whose main runs ``cfg`` under ``rule`` into ``out`` (used by ``leakbed run``)."""
     bound = ServerApp()
 
     @bound.main()
     def _main(grid: Grid, context: Context) -> None:
-        run_federation(grid, cfg, rule, out, progress)
+        controlled_main(lambda g: run_federation(g, cfg, rule, out, progress), grid, control)
 
     return bound

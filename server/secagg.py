@@ -29,6 +29,7 @@ from flwr.serverapp import Grid, ServerApp
 from attacks import AnonymousUpdate, AttackPool, RoundSnapshot, needs_full_updates
 from leakbed.config import ExperimentConfig
 from leakbed.updates import delta_vector
+from server.cancel import RunControl, controlled_main
 from server.referee import Referee
 from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
 from server.scorers import score_suite
@@ -165,12 +166,14 @@ def run_secagg_federation(
     return summary
 
 
-def build_secagg_server_app(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> ServerApp:
+def build_secagg_server_app(
+    cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None, control: RunControl | None = None
+) -> ServerApp:
     """A ServerApp whose main runs ``cfg`` under SecAgg+ (used by ``leakbed run``)."""
     bound = ServerApp()
 
     @bound.main()
     def _main(grid: Grid, context: Context) -> None:
-        run_secagg_federation(grid, context, cfg, rule, out, progress)
+        controlled_main(lambda g: run_secagg_federation(g, context, cfg, rule, out, progress), grid, control)
 
     return bound
