@@ -40,7 +40,18 @@ def seeded_node_ids(seed: int) -> Iterator[None]:
         state.generate_rand_int_from_bytes = original
 
 
-START_ATTEMPTS = 2  # a run that left no results (Ray failed to start) is started once more
+START_ATTEMPTS = 3  # a run that left no results (Ray failed to start) is started again, at most twice
+
+
+def _shutdown_ray() -> None:
+    """Forget a half-started Ray in this process, so the next start begins clean."""
+    import ray
+
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception as err:  # noqa: BLE001 - a dead runtime may fail its own shutdown; the retry goes on
+        log.warning("ray.shutdown after a failed start: %s", err)
 
 
 def backend_config(cfg: ExperimentConfig) -> dict:
@@ -87,6 +98,7 @@ def simulate(
         # Ray's raylet or GCS sometimes fails to come up on a busy 2-core machine; the run is
         # seeded, so a clean second start gives the very same numbers.
         log.warning("the %s prior left no results; starting it again from scratch", rule)
+        _shutdown_ray()
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
     if not path.exists():

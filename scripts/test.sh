@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_LOG_LEVEL=WARNING
+export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_LOG_LEVEL=WARNING GRPC_ENABLE_FORK_SUPPORT=false
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"
