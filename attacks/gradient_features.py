@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from leakbed.updates import max_pooled
+
 
 def pooled_features(delta: dict[str, np.ndarray]) -> np.ndarray:
     """Global max pooling of Δw over each axis of every weight: one feature per output unit, and
@@ -16,15 +18,7 @@ def pooled_features(delta: dict[str, np.ndarray]) -> np.ndarray:
     features were active (§7.1.2: a layer's gradient is the error times its input features);
     on the synthetic corner-mark property it raised the auxiliary cross-validated AUC from about
     0.5-0.6 (output units only) to about 0.7 in the FedSGD setting at initialisation."""
-    parts = []
-    for key in sorted(delta):
-        arr = np.asarray(delta[key], np.float32)
-        if arr.ndim >= 2:
-            flat = arr.reshape(arr.shape[0], -1)
-            parts += [flat.max(axis=1), flat.max(axis=0)]
-        else:
-            parts.append(arr.ravel())
-    return np.concatenate(parts).astype(np.float32)
+    return max_pooled(delta)
 
 
 def embedding_key(keys: list[str] | dict[str, np.ndarray]) -> str | None:

@@ -37,6 +37,7 @@ from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, UserData
 from leakbed.multitask import hidden_size, multitask_update
 from leakbed.training import TrainConfig, local_update, state_arrays
+from leakbed.updates import max_pooled
 
 STATE_KEY = "leakbed-adversary"
 
@@ -53,16 +54,7 @@ def flat_update(delta: dict[str, np.ndarray]) -> np.ndarray:
 def pooled_features(delta: dict[str, np.ndarray]) -> np.ndarray:
     """§7.1.4's global max pooling of an update divided by its L2 norm: per weight, the max over
     each axis (one feature per output unit and one per input position), biases as they are."""
-    norm = float(np.linalg.norm(flat_update(delta))) or 1.0
-    parts = []
-    for key in sorted(delta):
-        arr = np.asarray(delta[key], np.float64) / norm
-        if arr.ndim >= 2:
-            flat = arr.reshape(arr.shape[0], -1)
-            parts += [flat.max(axis=1), flat.max(axis=0)]
-        else:
-            parts.append(arr.ravel())
-    return np.concatenate(parts).astype(np.float32)
+    return max_pooled(delta, float(np.linalg.norm(flat_update(delta))) or 1.0)
 
 
 def synthetic_aggregates(
