@@ -16,6 +16,7 @@ import numpy as np
 
 from leakbed.data.corpus import Corpus, UserData
 from leakbed.data.errors import DataError
+from leakbed.data.handwriting import with_style_attributes
 
 LEAF_SEQ_LEN = 80  # LEAF's Shakespeare window: 80 characters predict the 81st
 FEMNIST_CLASSES = 62  # 10 digits + 26 upper + 26 lower case letters
@@ -110,7 +111,9 @@ def load_leaf(path: str, *, image_size: int = 28) -> Corpus:
     while Sent140's sentiment labels are not used.
 
     LEAF has no timestamps: ``t`` is the example's index in the user's merged list (shards in
-    natural file order, rows in file order), a stand-in for capture order.
+    natural file order, rows in file order), a stand-in for capture order. Images get the style
+    attributes of ``leakbed.data.handwriting`` (bold strokes as the binary property, the writer's
+    stroke weight and slant).
     """
     files = _json_files(path)
     kind: str | None = None
@@ -184,7 +187,7 @@ def _image_corpus(
         task="multiclass",
         num_classes=num_classes,
         input_shape=(1, image_size, image_size),
-        users=users,
+        users=with_style_attributes(users),  # FEMNIST has no attribute column: measure the writing style
     )
 
 
