@@ -15,6 +15,9 @@ saturated), and with fc1's units nearly all always-on or dead, g_c only determin
 feature sums. The options of ``reconstruct_features`` (labels from the bias gradient, a closed-form
 class-wise start, a small decaying step) recover what g_c does determine; per-sample accuracy is
 then bounded by the share of samples whose class is in the batch once, or by class majorities.
+Where hidden units switch per sample (the CNN trained on FEMNIST), ``init="per-sample"`` goes
+further by alternating least squares on g_c (``per_sample_features``), and ``steps=0`` keeps that
+closed form, which the seed's dummy optimisation only degraded there.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from leakbed.models import SmallCNN
 ALWAYS_ON = 0.99  # a hidden unit active on at least this share of auxiliary images counts as linear [fraction]
 FIT_STEPS = 300  # Adam steps that fit x̃ to the analytic features before gradient matching [count]
 FIT_STEP_SIZE = 0.01  # their step size [1]
+STD_FLOOR = 0.1  # least per-feature scale of f_p's input standardisation, as a share of the mean scale [fraction]
+PER_SAMPLE_ITERS = 200  # alternating least-squares sweeps of per_sample_features [count]
+PER_SAMPLE_DAMPING = 0.5  # share of each sweep's solution taken [fraction]
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,38 @@ def classwise_features(
     return means[member].float()
 
 
+def per_sample_features(
+    split: FeatureSplit, grads: dict[str, np.ndarray], classes: np.ndarray, start: torch.Tensor, *, iters: int = PER_SAMPLE_ITERS
+) -> torch.Tensor:
+    """Each sample's own features from the classifier gradient, refined from ``start`` (R-GAP-style).
+
+    With f_c = FC→ReLU→FC and mean cross-entropy, [g_{fc1} | g_{b1}] = Δᵀ [H | 1], where row i of
+    Δ is δ_i = m_i ⊙ W2ᵀ(p_i − y_i) / B: sample i's ReLU mask and softmax error, both functions of
+    its features h_i. Alternating "compute Δ from H, solve H by least squares, clamp at 0" recovers
+    H sample by sample when the δ_i are linearly independent, which needs hidden units that switch
+    per sample: with units always on or dead (the synthetic CNN) the δ_i span only the C classes and
+    H stays at class-wise sums. Uses only g, the global model and the inferred labels.
+    """
+    fc1, fc2 = split.classifier[1], split.classifier[3]
+    if not isinstance(fc1, nn.Linear) or not isinstance(fc2, nn.Linear):
+        raise ValueError("per-sample features need an FC-ReLU-FC classifier")
+    w1, b1, w2, b2 = (p.detach().double() for p in (fc1.weight, fc1.bias, fc2.weight, fc2.bias))
+    onehot = nn.functional.one_hot(torch.as_tensor(classes), w2.shape[0]).double()
+    g_w1, g_b1 = (torch.as_tensor(grads[k]) for k in split.classifier_keys[:2])
+    rhs = torch.cat([g_w1, g_b1[:, None]], 1)
+    h = start.detach().double()
+    for _ in range(iters):
+        pre = h @ w1.T + b1
+        err = torch.softmax(torch.relu(pre) @ w2.T + b2, 1) - onehot
+        delta = (pre > 0).double() * (err @ w2) / len(classes)  # (B, hidden)
+        sol = torch.linalg.lstsq(delta.T, rhs.double()).solution  # rows ≈ [h_i | 1]
+        one = sol[:, -1:]
+        # the bias column should read 1: where it does not, δ_i's scale is off, and dividing fixes it
+        new = torch.where(one > 0.1, sol[:, :-1] / one.clamp_min(0.1), sol[:, :-1]).clamp_min(0)
+        h = h + PER_SAMPLE_DAMPING * (new - h)  # undamped, flipping ReLU masks can make the sweep oscillate
+    return h.float()
+
+
 def _fit_block_input(split: FeatureSplit, x0: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """x̃ ≥ 0 near ``x0`` whose f_n(x̃) approximates ``target`` (Adam, FIT_STEPS at FIT_STEP_SIZE)."""
     x = x0.clone().requires_grad_(True)
@@ -241,12 +279,14 @@ def reconstruct_features(
     (``infer_labels``; needs ``aux_x``); ``init="auxiliary"`` starts x̃ from auxiliary images'
     f_{n-1} outputs (of the inferred classes when labels are inferred and ``aux_y`` is given);
     ``init="analytic"`` then fits those starts so that f_n(x̃) matches the closed-form class-wise
-    features of ``classwise_features`` (labels inferred for it in any case);
+    features of ``classwise_features`` (labels inferred for it in any case); ``init="per-sample"``
+    fits them to ``per_sample_features`` refined from those instead; ``steps=0`` returns that
+    closed-form estimate itself, without the seed's dummy optimisation;
     ``schedule="cosine"`` decays α to 0 over the steps; ``restarts`` runs the optimisation from
     that many starts and keeps the one with the lowest final loss; ``nonnegative`` feeds ReLU(x̃)
     to f_n, as f_{n-1} ends in a ReLU (and max-pool) here.
     """
-    if labels not in ("optimised", "inferred") or init not in ("random", "auxiliary", "analytic"):
+    if labels not in ("optimised", "inferred") or init not in ("random", "auxiliary", "analytic", "per-sample"):
         raise ValueError(f"unknown labels={labels!r} or init={init!r}")
     if (labels == "inferred" or init != "random") and aux_x is None:
         raise ValueError("inferred labels and auxiliary initialisation need auxiliary images (aux_x)")
@@ -255,9 +295,16 @@ def reconstruct_features(
     g_n = _flat([torch.as_tensor(grads[k]) for k in split.block_keys]).float()
     g_c = _flat([torch.as_tensor(grads[k]) for k in split.classifier_keys]).float()
     shape = split.block_input_shape(input_shape)
-    inferred = infer_labels(split, grads, batch_size, aux_x) if labels == "inferred" or init == "analytic" else None
+    fitted = init in ("analytic", "per-sample")
+    inferred = infer_labels(split, grads, batch_size, aux_x) if labels == "inferred" or fitted else None
     classes = inferred if labels == "inferred" else None
-    target = classwise_features(split, grads, inferred, aux_x, aux_y) if init == "analytic" else None
+    target = classwise_features(split, grads, inferred, aux_x, aux_y) if fitted else None
+    if init == "per-sample":
+        target = per_sample_features(split, grads, inferred, target)
+    if steps == 0:  # no dummy optimisation: the closed-form estimate is the reconstruction
+        if target is None:
+            raise ValueError("steps = 0 needs init 'analytic' or 'per-sample'")
+        return target.numpy()
     if init != "random":
         with torch.no_grad():
             aux_in = split.front(torch.as_tensor(aux_x))
@@ -314,7 +361,9 @@ def train_property_net(
     xt = torch.as_tensor(x, dtype=torch.float32)
     yt = torch.as_tensor(labels, dtype=torch.float32)
     net.mean.copy_(xt.mean(0))
-    net.std.copy_(xt.std(0) + 1e-6)
+    std = xt.std(0)
+    # a unit (almost) never active on auxiliary data must not blow a reconstruction's small error in it up
+    net.std.copy_(std.clamp_min(STD_FLOOR * float(std.mean()) + 1e-12))
     net.train()
     for _ in range(epochs):
         order = torch.randperm(len(xt), generator=gen)

@@ -185,26 +185,46 @@ class FeatureInferenceConfig(Section):
     batches: int = Field(8, ge=1, le=10_000, description="target device batches per batch size [count]")
     rounds: int = Field(5, ge=0, le=10_000, description="FedAvg rounds that train the shared model before the attack [count]")
     property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
-    steps: int = Field(300, ge=1, le=100_000, description="gradient-matching iterations per batch [count]")
+    steps: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="gradient-matching iterations per batch; 0 = take the closed-form features of init "
+        "'analytic' or 'per-sample' as they are [count]",
+    )
     step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
     block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
     classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier [count]")
     classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of the property classifier [1]")
     aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples used [count]")
     dlg_steps: int = Field(15, ge=1, le=10_000, description="DLG L-BFGS steps of up to 20 evaluations each [count]")
+    device_lr: float = Field(
+        0.1,
+        gt=0.0,
+        le=10.0,
+        description="plain-SGD step of the attacked device updates; g = Δw/η is read back in float32, so a tiny η "
+        "(e.g. Adam's 1e-3) would cost the gradient its precision [1]",
+    )
     labels: Literal["optimised", "inferred"] = Field(
         "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
     )
-    init: Literal["random", "auxiliary", "analytic"] = Field(
+    init: Literal["random", "auxiliary", "analytic", "per-sample"] = Field(
         "random",
         description="start of the dummy block inputs: uniform noise (seed), auxiliary images' f_{n-1} outputs, "
-        "or those fitted to the closed-form class-wise features of the classifier gradient [name]",
+        "or those fitted to the closed-form class-wise features of the classifier gradient, or to per-sample "
+        "features refined from them by alternating least squares [name]",
     )
     schedule: Literal["constant", "cosine"] = Field(
         "constant", description="step schedule of the dummy optimiser: constant alpha (seed) or cosine decay to 0 [name]"
     )
     restarts: int = Field(1, ge=1, le=100, description="random restarts per batch; the lowest final loss is kept [count]")
     nonnegative: Literal[False, True] = Field(False, description="feed ReLU(x) to the last conv block [flag]")
+
+    @model_validator(mode="after")
+    def _closed_form_without_steps(self) -> FeatureInferenceConfig:
+        if self.steps == 0 and self.init not in ("analytic", "per-sample"):
+            raise ValueError("steps = 0 keeps the closed-form features, so init must be 'analytic' or 'per-sample'")
+        return self
 
 
 class PropertyAttackConfig(Section):

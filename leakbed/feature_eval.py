@@ -174,7 +174,7 @@ def evaluate(cfg: ExperimentConfig, out: Path, progress=None) -> dict:
             batch = _balanced_batch(rng, targets, fi.property, size)
             labels = batch.attrs[fi.property]
             seed = int(rng.integers(2**31))
-            grads = device_gradient(model, batch, corpus.task, cfg.fl.lr, seed)
+            grads = device_gradient(model, batch, corpus.task, fi.device_lr, seed)
             with torch.no_grad():
                 true_feats = split.features(torch.from_numpy(batch.x)).numpy()
             feats = reconstruct_features(

@@ -16,6 +16,7 @@ from attacks.feature_inference import (
     feature_split,
     gradient_distance,
     infer_labels,
+    per_sample_features,
     reconstruct_features,
 )
 from leakbed.cli import main
@@ -108,6 +109,36 @@ def test_classwise_features_are_the_class_means_beyond_batch_size_c():
     assert float(cos.min()) > 0.95
     err_own = (est[0] - means[0]).norm()
     assert err_own < 0.5 * (est[0] - means[5]).norm()  # closer to its own class mean than to another's
+
+
+def _two_class_batch(bias: float) -> tuple:
+    torch.manual_seed(1)
+    model = SmallCNN(3, 8, 3)
+    with torch.no_grad():
+        model.fc1.bias.fill_(bias)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])  # two samples per class
+    x = torch.rand(6, 3, 8, 8)
+    return feature_split(model), x, labels, _mean_ce_gradient(model, x, labels)
+
+
+def test_per_sample_features_are_exact_for_one_sample_from_a_class_wise_start():
+    torch.manual_seed(3)
+    model = SmallCNN(3, 8, 4)
+    split = feature_split(model)
+    x, label = torch.rand(1, 3, 8, 8), torch.tensor([2])
+    grads = _mean_ce_gradient(model, x, label)
+    true = split.features(x).detach()
+    start = classwise_features(split, grads, label.numpy(), torch.rand(50, 3, 8, 8).numpy())
+    est = per_sample_features(split, grads, label.numpy(), start)
+    assert float((est - true).norm() / true.norm()) < 1e-4  # direction and scale: the bias column fixes the scale
+
+
+def test_per_sample_features_stay_class_wise_when_every_unit_is_on():
+    split, x, labels, grads = _two_class_batch(bias=3.0)  # linear classifier: only class sums are determined
+    true = split.features(x).detach()
+    near = (true * (1 + 0.05 * torch.randn(true.shape, generator=torch.Generator().manual_seed(2)))).clamp_min(0)
+    est = per_sample_features(split, grads, labels.numpy(), near)
+    assert float((est - true).norm() / true.norm()) > 0.05  # even from 5% off, class-mates are not told apart
 
 
 def test_count_chance_and_matching():
