@@ -33,6 +33,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import nn
 
+from defenses.background import background_pool
 from leakbed.config import ExperimentConfig
 from leakbed.data import Federation, UserData
 from leakbed.multitask import hidden_size, multitask_update
@@ -130,6 +131,16 @@ def _aux_batch(rng: np.random.Generator, data: UserData, prop: np.ndarray, size:
     return data.take(rng.permutation(idx))
 
 
+def _auxiliary(cfg: ExperimentConfig, fed: Federation, own: UserData, prop: np.ndarray) -> tuple[UserData, np.ndarray]:
+    """The labelled data the adversary composes its auxiliary batches from (``adversary.aux_source``)."""
+    if cfg.adversary.aux_source == "own":
+        return own, prop
+    pool = background_pool(cfg, fed.rule)
+    if cfg.adversary.property not in pool.attrs:
+        raise ValueError(f"adversary: the background data has no per-example attribute {cfg.adversary.property!r}")
+    return pool, np.asarray(pool.attrs[cfg.adversary.property]).astype(np.int64)
+
+
 def adversary_round(
     cfg: ExperimentConfig,
     fed: Federation,
@@ -166,6 +177,7 @@ def adversary_round(
     # (2) auxiliary updates on this round's global model, with and without the property, composed
     # into synthetic others' aggregates of K − 1 participants
     prop = np.asarray(own.attrs[opts.property]).astype(np.int64)
+    aux, aux_prop = _auxiliary(cfg, fed, own, prop)
     rng = np.random.default_rng([cfg.seed, rnd, pid, 0xAD])
     size = tcfg.batch_size * tcfg.steps if tcfg.steps else min(len(own), tcfg.batch_size * 4)
     pools: dict[str, list[dict[str, np.ndarray]]] = {}
@@ -173,7 +185,7 @@ def adversary_round(
         pools[label] = []
         for i in range(opts.aux_batches):
             local = copy.deepcopy(model)
-            batch = _aux_batch(rng, own, prop, size, share)
+            batch = _aux_batch(rng, aux, aux_prop, size, share)
             local_update(local, batch, fed.corpus.task, tcfg, seed=seed + 7 * i + (label == "with"), device=device)
             after = state_arrays(local)
             pools[label].append({key: global_now[key] - after[key] for key in shared})

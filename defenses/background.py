@@ -17,11 +17,14 @@ from leakbed.data.corpus import Corpus
 
 
 def pool_users(users: list[UserData]) -> UserData:
-    """All examples of several users as one unlabelled-by-owner pool."""
+    """All examples of several users as one unlabelled-by-owner pool, with the per-example attributes
+    every one of them has (an adversarial participant's auxiliary data needs the property)."""
+    shared = set.intersection(*(set(u.attrs) for u in users)) if users else set()
     return UserData(
         x=np.concatenate([u.x for u in users]),
         y=np.concatenate([u.y for u in users]),
         t=np.concatenate([u.t for u in users]),
+        attrs={k: np.concatenate([u.attrs[k] for u in users]) for k in sorted(shared)},
     )
 
 

@@ -393,7 +393,8 @@ class DefenseConfig(Section):
 
 
 class BackgroundConfig(Section):
-    """Background data for the augmentation defenses, preprocessed exactly like the users' data."""
+    """Background data (the augmentation defenses; an adversarial participant's auxiliary set), preprocessed
+    exactly like the users' data."""
 
     source: Literal["auto", "synthetic", "outside", "table"] = Field(
         "auto", description="auto = synthetic for synthetic data, else outside (the corpus' users not in the federation) [name]"
@@ -444,6 +445,11 @@ class AdversaryConfig(Section):
     )
     classifier: Literal["logistic", "forest"] = Field(
         "forest", description="batch property classifier: the seed's 50-tree random forest or logistic regression [name]"
+    )
+    aux_source: Literal["own", "background"] = Field(
+        "own",
+        description="auxiliary data of the property classifier: the adversary's own labelled data, or the [background] "
+        "data (e.g. writers outside the federation) with the property labelled, as the seed's auxiliary set [name]",
     )
 
 

@@ -12,6 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from client.adversary import (
     _aux_batch,
+    _auxiliary,
     adversary_round,
     participants_per_round,
     pooled_features,
@@ -138,3 +139,20 @@ def test_bad_adversary_config_fails_in_one_line():
         build_config({}, ["adversary.alpha=1.5"])
     with pytest.raises(ConfigError, match="must not repeat"):
         build_config({}, ["adversary.users=['user0', 'user0']"])
+
+
+def test_background_auxiliary_data_is_the_outside_pool_with_its_property():
+    cfg, fed, _ = _setup("adversary.aux_source='background'", "background.users=3")
+    own = fed.private(0)
+    aux, prop = _auxiliary(cfg, fed, own, own.attrs["property"])
+    assert len(aux) > len(own) and aux.x.shape[1:] == own.x.shape[1:]
+    np.testing.assert_array_equal(prop, aux.attrs["property"])  # the pool keeps the property its users hold
+    assert 0 < prop.mean() < 1
+    assert not any(np.array_equal(aux.x[0], x) for x in own.x)  # other people's images, not the adversary's
+    mine, mine_prop = _auxiliary(
+        cfg.model_copy(update={"adversary": cfg.adversary.model_copy(update={"aux_source": "own"})}),
+        fed,
+        own,
+        own.attrs["property"],
+    )
+    assert mine is own and mine_prop is own.attrs["property"]
