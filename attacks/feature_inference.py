@@ -108,6 +108,14 @@ def infer_labels(split: FeatureSplit, grads: dict[str, np.ndarray], batch_size: 
     return np.repeat(np.arange(len(bias)), counts)
 
 
+def _fc_relu_fc(split: FeatureSplit, what: str) -> tuple[nn.Linear, nn.Linear]:
+    """The classifier's two linear layers, which the closed forms below are written for."""
+    fc1, fc2 = split.classifier[1], split.classifier[3]
+    if not isinstance(fc1, nn.Linear) or not isinstance(fc2, nn.Linear):
+        raise ValueError(f"{what} needs an FC-ReLU-FC classifier")
+    return fc1, fc2
+
+
 def classwise_features(
     split: FeatureSplit,
     grads: dict[str, np.ndarray],
@@ -129,9 +137,7 @@ def classwise_features(
     times. This is all a classifier gradient says once B ≥ C: per-class sums, not which sample of a
     class carries what. Uses only g, the global model, auxiliary data and the inferred labels.
     """
-    fc1, fc2 = split.classifier[1], split.classifier[3]
-    if not isinstance(fc1, nn.Linear) or not isinstance(fc2, nn.Linear):
-        raise ValueError("the analytic initialisation needs an FC-ReLU-FC classifier")
+    fc1, fc2 = _fc_relu_fc(split, "the analytic initialisation")
     with torch.no_grad():
         aux_e = split.features(torch.as_tensor(aux_x)).double()
         rate = (fc1(aux_e.float()) > 0).double().mean(0)
@@ -177,9 +183,7 @@ def per_sample_features(
     per sample: with units always on or dead (the synthetic CNN) the δ_i span only the C classes and
     H stays at class-wise sums. Uses only g, the global model and the inferred labels.
     """
-    fc1, fc2 = split.classifier[1], split.classifier[3]
-    if not isinstance(fc1, nn.Linear) or not isinstance(fc2, nn.Linear):
-        raise ValueError("per-sample features need an FC-ReLU-FC classifier")
+    fc1, fc2 = _fc_relu_fc(split, "per-sample features")
     w1, b1, w2, b2 = (p.detach().double() for p in (fc1.weight, fc1.bias, fc2.weight, fc2.bias))
     onehot = nn.functional.one_hot(torch.as_tensor(classes), w2.shape[0]).double()
     g_w1, g_b1 = (torch.as_tensor(grads[k]) for k in split.classifier_keys[:2])

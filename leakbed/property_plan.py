@@ -56,7 +56,7 @@ def check_property_setup(cfg: ExperimentConfig, users: dict[str, UserData], para
     if wants_property and not all("property" in d.attrs for d in users.values()):
         raise ValueError(
             "property inference and data.property_plan need a per-example 'property' attribute "
-            "(synthetic data, or a table column named property)"
+            "(synthetic data, LEAF images' bold strokes, or a table column named property)"
         )
     property_holders(cfg, list(users))  # named holders must be users of the federation
     if "membership" in cfg.attack.suite and not any(n.endswith("embedding.weight") for n in param_names):

@@ -54,12 +54,13 @@ def with_style_attributes(users: dict[str, UserData]) -> dict[str, UserData]:
     """The users with ``property`` (bold), ``weight`` and ``slant`` added to their attributes."""
     if not users:
         return users
+    inks = {u: ink(d.x) for u, d in users.items()}
     all_y = np.concatenate([d.y for d in users.values()])
-    all_ink = np.concatenate([ink(d.x) for d in users.values()])
+    all_ink = np.concatenate(list(inks.values()))
     median = np.zeros(int(all_y.max()) + 1)
     for k in np.unique(all_y):
         median[k] = np.median(all_ink[all_y == k])
-    rel = {u: np.log((ink(d.x) + _EPS) / (median[d.y] + _EPS)) for u, d in users.items()}
+    rel = {u: np.log((inks[u] + _EPS) / (median[d.y] + _EPS)) for u, d in users.items()}
     weight = _tertile({u: float(r.mean()) for u, r in rel.items()})
     slant = _tertile({u: float(shear(d.x).mean()) for u, d in users.items()})
     out = {}
