@@ -19,9 +19,9 @@ import torch
 from torch import nn
 
 from attacks.knowledge import AttackerKnowledge
-from attacks.suite import AttackSpec, register
-from leakbed.data.corpus import UserData
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.data.corpus import UserData
+from core.store import UpdateStore
 
 HIDDEN = 128
 
@@ -114,4 +114,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     store.write_result("attributes", out)
 
 
-register(AttackSpec("attributes", fit=fit))
+register(AttackSpec("attributes", fit=fit, needs=Needs(attribute_columns=True)))

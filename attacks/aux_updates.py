@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from attacks.knowledge import AttackerKnowledge
-from leakbed.data.corpus import UserData
-from leakbed.models import build_model
-from leakbed.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
+from core.data.corpus import UserData
+from core.models import build_model
+from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
 
 
 def property_of(data: UserData) -> np.ndarray:

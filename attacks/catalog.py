@@ -11,3 +11,4 @@ import attacks.open_world  # noqa: F401
 import attacks.profile  # noqa: F401
 import attacks.property_aggregate  # noqa: F401
 import attacks.property_passive  # noqa: F401
+import attacks.redteam  # noqa: F401

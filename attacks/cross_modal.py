@@ -20,9 +20,9 @@ import numpy as np
 
 from attacks.knowledge import AttackerKnowledge
 from attacks.matching import Siamese, embed, head_arrays, train
-from attacks.suite import AttackSpec, register
+from attacks.suite import AttackSpec, Needs, register
 from attacks.text_embed import captions, user_embeddings
-from leakbed.store import UpdateStore
+from core.store import UpdateStore
 
 
 def paired_users(identities: list[str], seed: int, fraction: float) -> list[str]:
@@ -72,4 +72,5 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     )
 
 
-register(AttackSpec("cross-modal", fit=fit))
+# the matcher reads image updates and captions written from single class labels
+register(AttackSpec("cross-modal", fit=fit, needs=Needs(modality="image", tasks=frozenset({"multiclass"}))))

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from leakbed.models import SmallCNN
+from core.models import SmallCNN
 
 ALWAYS_ON = 0.99  # a hidden unit active on at least this share of auxiliary images counts as linear [fraction]
 FIT_STEPS = 300  # Adam steps that fit x̃ to the analytic features before gradient matching [count]

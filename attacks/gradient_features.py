@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leakbed.updates import max_pooled
+from core.updates import max_pooled
 
 
 def pooled_features(delta: dict[str, np.ndarray]) -> np.ndarray:

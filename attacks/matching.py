@@ -27,9 +27,9 @@ import torch
 from torch import nn
 
 from attacks.knowledge import AttackerKnowledge
-from attacks.suite import AttackSpec, register
-from leakbed.config import MatchingConfig
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.config import MatchingConfig
+from core.store import UpdateStore
 
 EMBED = 128  # the seed's FC-128 encoders
 PairDraw = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -139,4 +139,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching"
     )
 
 
-register(AttackSpec("matching", fit=fit))
+register(AttackSpec("matching", fit=fit, needs=Needs()))  # update vectors of any model

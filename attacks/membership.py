@@ -17,8 +17,8 @@ import numpy as np
 from attacks.gradient_features import embedding_key, embedding_tokens
 from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import anon_rounds
-from attacks.suite import AttackSpec, register
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.store import UpdateStore
 
 NAME = "membership"
 PAD = 0
@@ -75,4 +75,4 @@ def read_vocabularies(store: UpdateStore) -> tuple[np.ndarray, np.ndarray, np.nd
     return res["ids"], res["rounds"], np.unpackbits(res["vocab"], axis=1, count=size).astype(bool)
 
 
-register(AttackSpec(NAME, fit=fit, needs_full_updates=True))
+register(AttackSpec(NAME, fit=fit, needs=Needs(modality="text", full_updates=True)))  # text models carry the token embedding

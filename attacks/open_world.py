@@ -20,8 +20,8 @@ import numpy as np
 from attacks.knowledge import AttackerKnowledge
 from attacks.matching import embed, fit_siamese, head_arrays
 from attacks.reidentify import fit_score
-from attacks.suite import AttackSpec, register
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.store import UpdateStore
 
 UNSEEN = "<unseen>"
 
@@ -63,4 +63,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "open-worl
     store.write_result(name, out)
 
 
-register(AttackSpec("open-world", fit=fit))
+register(AttackSpec("open-world", fit=fit, needs=Needs()))  # update vectors of any model

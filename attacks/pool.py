@@ -8,6 +8,12 @@ by update id (at-least-once delivery, exactly-once filing). In simulation the po
 workers as local processes (``python -m attacks.worker``) and a supervisor restarts any that
 dies; in deployment it connects to the configured worker addresses.
 
+Transport security: given a CA certificate (``tls_root_cert``, ``attack.tls_root_cert``), the
+channels to remote workers are TLS channels that verify each worker's certificate against that CA
+(the worker serves with ``--ssl-certfile``/``--ssl-keyfile``), so rounds and updates never cross the
+network in plaintext in a TLS deployment. Locally spawned workers (simulation) stay plaintext: they
+listen on 127.0.0.1 of the same host, jailed, and nothing of their traffic leaves the machine.
+
 Every tapped update is analysed, dropped (queue full) or failed (task error, or no worker took it
 within the retry window), so ``tapped == analysed + dropped + failed`` always holds and is reported.
 """
@@ -16,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import queue
 import subprocess
 import sys
@@ -29,12 +34,13 @@ from pathlib import Path
 
 import grpc
 
+from attacks import jail as jailed
 from attacks import transport
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
 from attacks.transport import pb, pb_grpc
-from attacks.worker import KNOWLEDGE_FILE
-from leakbed.processes import free_port
+from core.layout import check_run_id
+from core.processes import free_port
 
 log = logging.getLogger(__name__)
 # One task may legitimately take long (shadow training of a big model for many known users, an MLP
@@ -89,15 +95,20 @@ class _Task:
 
 
 class _LocalWorker:
-    """A worker process this pool spawned and restarts; always on the same port."""
+    """A worker process this pool spawned and restarts; always on the same port. Jailed
+    (``attacks.jail``), it sees the store root and nothing else of the run."""
 
-    def __init__(self, index: int, store_root: Path, metrics_port: int) -> None:
+    def __init__(self, index: int, store_root: Path, metrics_port: int, jail: bool) -> None:
         self.index = index
         self.port = free_port()
-        self.argv = [sys.executable, "-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
-        self.argv += ["--parent-pid", str(os.getpid())]
+        worker = ["-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
         if metrics_port:
-            self.argv += ["--metrics-port", str(metrics_port)]
+            worker += ["--metrics-port", str(metrics_port)]
+        self.jail = jail
+        if jail:  # the jail's unshare dies with this process, and takes the worker along
+            self.argv = jailed.jailed(worker, store_root)
+        else:
+            self.argv = [sys.executable, *worker, "--parent-pid", str(os.getpid())]
         self.log_path = store_root / "workers" / f"worker-{index}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.restarts = 0
@@ -105,7 +116,13 @@ class _LocalWorker:
 
     def _spawn(self) -> subprocess.Popen:
         with self.log_path.open("ab") as out:
-            return subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            return subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=jailed.die_with_parent if self.jail else None,  # noqa: PLW1509 - prctl only
+            )
 
     @property
     def address(self) -> str:
@@ -116,13 +133,32 @@ class _LocalWorker:
         self.proc = self._spawn()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        if self.proc.poll() is not None:
+            return
+        if self.jail:  # unshare ignores SIGTERM; killing it kills the worker too (--kill-child)
+            inner = jailed.children(self.proc.pid)
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            deadline = time.monotonic() + 10
+            while any(_alive(p) for p in inner) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2:3]
 
 
 class AttackPool:
@@ -141,12 +177,14 @@ class AttackPool:
         run_id: str = "",
         metrics_port_base: int = 0,
         on_fit: FitCallback | None = None,
+        jail: bool = False,
+        tls_root_cert: str = "",
     ) -> None:
         root = Path(store_root).resolve()
-        root.mkdir(parents=True, exist_ok=True)
+        run_id = check_run_id(run_id or uuid.uuid4().hex[:12])
         # Workers read the knowledge from the run's store (a shared volume in deployment), once per run.
-        (root / KNOWLEDGE_FILE).write_bytes(pickle.dumps(knowledge))
-        self._run = transport.run_msg(run_id or uuid.uuid4().hex[:12], str(root))
+        knowledge.save(root / run_id)
+        self._run = transport.run_msg(run_id)
         self._timeout = submit_timeout
         self._retry_seconds = retry_seconds
         self._on_fit = on_fit
@@ -162,11 +200,21 @@ class AttackPool:
         if addresses:
             self.addresses = list(addresses)
         else:
-            self.local = [_LocalWorker(i, root, metrics_port_base + i if metrics_port_base else 0) for i in range(workers)]
+            ports = [metrics_port_base + i if metrics_port_base else 0 for i in range(workers)]
+            self.local = [_LocalWorker(i, root, ports[i], jail) for i in range(workers)]
             self.addresses = [w.address for w in self.local]
+        self.jailed = bool(self.local) and jail
         self._healthy = [False] * len(self.addresses)
         self._last_healthy = time.monotonic()
-        self._channels = [grpc.insecure_channel(a, options=transport.GRPC_OPTIONS) for a in self.addresses]
+        # TLS to remote workers when a CA is given; local workers (127.0.0.1, this host) stay plaintext
+        self.tls = bool(tls_root_cert) and not self.local
+        credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_root_cert).read_bytes()) if self.tls else None
+        self._channels = [
+            grpc.secure_channel(a, credentials, options=transport.GRPC_OPTIONS)
+            if credentials is not None
+            else grpc.insecure_channel(a, options=transport.GRPC_OPTIONS)
+            for a in self.addresses
+        ]
         self._threads = [
             threading.Thread(target=self._dispatch, args=(i,), daemon=True, name=f"attack-dispatch-{i}")
             for i in range(len(self.addresses))

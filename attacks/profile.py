@@ -22,12 +22,12 @@ import torch
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import RoundSnapshot
 from attacks.reidentify import fit_score
-from attacks.suite import AttackSpec, register
-from leakbed.data.corpus import UserData
-from leakbed.models import build_model
-from leakbed.store import UpdateStore
-from leakbed.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
-from leakbed.updates import delta_vector
+from attacks.suite import AttackSpec, Needs, register
+from core.data.corpus import UserData
+from core.models import build_model
+from core.store import UpdateStore
+from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
+from core.updates import delta_vector
 
 KIND = "profile"
 PROFILE = "<profile>"
@@ -97,4 +97,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     )
 
 
-register(AttackSpec("profile", fit=fit, on_round=on_round))
+register(AttackSpec("profile", fit=fit, on_round=on_round, needs=Needs(tasks=frozenset({"multiclass"}), profile_class=True)))

@@ -19,8 +19,8 @@ from attacks.gradient_features import update_features
 from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import anon_rounds, fit_both, read_aux
 from attacks.records import RoundSnapshot
-from attacks.suite import AttackSpec, register
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.store import UpdateStore
 
 NAME = "aggregate-property"
 AUX_KIND = "aggregate_property_aux"
@@ -77,4 +77,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     )
 
 
-register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs_full_updates=True))
+register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs=Needs(property_column=True, full_updates=True)))

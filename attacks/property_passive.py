@@ -23,8 +23,8 @@ from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_propert
 from attacks.gradient_features import update_features
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import RoundSnapshot
-from attacks.suite import AttackSpec, register
-from leakbed.store import UpdateStore
+from attacks.suite import AttackSpec, Needs, register
+from core.store import UpdateStore
 
 NAME = "property"
 AUX_KIND = "property_aux"
@@ -116,4 +116,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     )
 
 
-register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs_full_updates=True))
+register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs=Needs(property_column=True, full_updates=True)))

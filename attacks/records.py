@@ -7,7 +7,7 @@ stays with the server's referee.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -30,3 +30,13 @@ class RoundSnapshot:
     round: int
     arrays: dict[str, np.ndarray]
     train_config: dict[str, float | int | str] = field(default_factory=dict)
+
+
+def received_fields(train_keys: list[str], full_updates: bool) -> dict[str, list[str]]:
+    """What the attack side received in a run, for the report: per update, per round, and once."""
+    update = [f.name for f in fields(AnonymousUpdate) if f.name != "arrays" or full_updates]
+    return {
+        "update": update,
+        "round": ["round", "global model", *(f"train config: {k}" for k in train_keys)],
+        "once": ["prior data of the known users", "corpus shape", "model and attack settings", "the attacker's own seed"],
+    }

@@ -17,7 +17,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
 from sklearn.svm import LinearSVC
 
-from leakbed.config import AttackConfig
+from core.config import AttackConfig
 
 
 def make_attacker(name: str, cfg: AttackConfig, seed: int) -> ClassifierMixin:

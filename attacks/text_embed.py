@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from leakbed.data.corpus import Corpus, UserData
+from core.data.corpus import Corpus, UserData
 
 _NOUNS = (
     "cat", "dog", "car", "tree", "house", "boat", "flower", "bird", "mountain", "beach",

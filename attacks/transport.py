@@ -53,8 +53,8 @@ def from_tensors(tensors: list[pb.Tensor]) -> dict[str, np.ndarray]:
     return {t.name: from_npy(t.npy) for t in tensors}
 
 
-def run_msg(run_id: str, store: str) -> pb.Run:
-    return pb.Run(run_id=run_id, store=store)
+def run_msg(run_id: str) -> pb.Run:
+    return pb.Run(run_id=run_id)
 
 
 def round_request(run: pb.Run, snap: RoundSnapshot) -> pb.RoundRequest:

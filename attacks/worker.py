@@ -3,6 +3,9 @@ and fits attackers, off the FL critical path.
 
 The same process serves the simulation (the pool spawns it locally) and deployment
 (``leakbed attack-worker --port P --store DIR``). It sees only what ``attacks.records`` carries.
+With ``--ssl-certfile``/``--ssl-keyfile`` (the names of Flower's SuperLink flags) it serves over TLS,
+and the pool verifies its certificate against ``attack.tls_root_cert``; without them, plaintext
+(what the pool's locally spawned workers on 127.0.0.1 use).
 Delivery is at-least-once: a batch redelivered after a lost acknowledgement (a worker killed
 between writing and replying) is recognised by its update ids and not filed twice, even when
 another worker wrote it first, because every worker reads the same store.
@@ -13,7 +16,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -32,11 +34,11 @@ from attacks.reidentify import fit_score
 from attacks.shadow import shadow_updates
 from attacks.suite import run_fit, run_round
 from attacks.transport import pb, pb_grpc
-from leakbed import telemetry
-from leakbed.store import UpdateStore
+from core import telemetry
+from core.layout import check_run_id
+from core.store import UpdateStore
 
 log = logging.getLogger(__name__)
-KNOWLEDGE_FILE = "knowledge.pkl"
 
 
 def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
@@ -75,7 +77,7 @@ class _Run:
 
     def attacker(self) -> AttackerKnowledge:
         if self.knowledge is None:
-            self.knowledge = pickle.loads((self.store.root / KNOWLEDGE_FILE).read_bytes())
+            self.knowledge = AttackerKnowledge.load(self.store.root)
         return self.knowledge
 
     def refresh_filed(self) -> None:
@@ -96,13 +98,11 @@ class AttackService(pb_grpc.AttackServiceServicer):
         self._lock = threading.Lock()
 
     def _run(self, msg: pb.Run) -> _Run:
-        store = Path(msg.store).resolve()
-        if not store.is_relative_to(self._root):
-            raise ValueError(f"store {store} is outside this worker's --store root {self._root}")
-        key = f"{msg.run_id}:{store}"
-        if key not in self._runs:
-            self._runs[key] = _Run(UpdateStore(store))
-        return self._runs[key]
+        """The run's store: always ``<root>/<run id>``; a request names no path."""
+        run_id = check_run_id(msg.run_id)
+        if run_id not in self._runs:
+            self._runs[run_id] = _Run(UpdateStore(self._root / run_id))
+        return self._runs[run_id]
 
     def _serve(self, kind: str, work) -> pb.Ack:  # noqa: ANN001 - a closure returning (stored, duplicates)
         with self._lock:
@@ -154,11 +154,26 @@ class AttackService(pb_grpc.AttackServiceServicer):
         return self._serve("fit", work)
 
 
-def serve(port: int, store_root: str | Path, host: str = "127.0.0.1", metrics_port: int = 0) -> grpc.Server:
-    """Start the AttackService on ``host:port`` (and /metrics on ``metrics_port`` when > 0)."""
+def read_tls(certfile: str | Path, keyfile: str | Path) -> tuple[bytes, bytes]:
+    """``(private key, certificate chain)`` PEM bytes for ``serve(..., tls=...)``; OSError if unreadable."""
+    return Path(keyfile).read_bytes(), Path(certfile).read_bytes()
+
+
+def serve(
+    port: int,
+    store_root: str | Path,
+    host: str = "127.0.0.1",
+    metrics_port: int = 0,
+    tls: tuple[bytes, bytes] | None = None,
+) -> grpc.Server:
+    """Start the AttackService on ``host:port`` (and /metrics on ``metrics_port`` when > 0); over
+    TLS when ``tls`` = ``(private key, certificate chain)`` PEM bytes (``read_tls``), else plaintext."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=transport.GRPC_OPTIONS)
     pb_grpc.add_AttackServiceServicer_to_server(AttackService(store_root), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if tls is None:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    else:
+        bound = server.add_secure_port(f"{host}:{port}", grpc.ssl_server_credentials([tls]))
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
     server.start()
@@ -182,12 +197,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none [port]")
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process (the pool that spawned it) is gone")
+    parser.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM); needs --ssl-keyfile [path]")
+    parser.add_argument("--ssl-keyfile", help="private key (PEM) of --ssl-certfile [path]")
+    parser.add_argument("--jail", action="store_true", help="run in a jail seeing only --store (attacks/jail.py)")
     args = parser.parse_args(argv)
     if not 1 <= args.port <= 65535 or not 0 <= args.metrics_port <= 65535:
         parser.exit(2, "attack-worker: --port must be 1..65535 and --metrics-port 0..65535\n")
     root = Path(args.store)
     if not root.is_dir():
         parser.exit(2, f"attack-worker: --store {root}: no such folder\n")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        parser.exit(2, "attack-worker: give both --ssl-certfile and --ssl-keyfile (TLS) or neither (plaintext)\n")
+    tls = None
+    if args.ssl_certfile is not None:
+        try:
+            tls = read_tls(args.ssl_certfile, args.ssl_keyfile)
+        except OSError as err:
+            parser.exit(2, f"attack-worker: cannot read the TLS certificate or key: {err}\n")
+    if args.jail:  # the same worker, re-started inside the jail (it ends when its worker does)
+        from attacks import jail
+
+        if why := jail.available():
+            parser.exit(2, f"attack-worker: --jail: {why}\n")
+        rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--jail"]
+        files = [args.ssl_certfile, args.ssl_keyfile] if tls else []
+        command = jail.jailed(["-m", "attacks.worker", *rest], root, files)
+        os.execvp(command[0], command)
 
     import torch
     from threadpoolctl import threadpool_limits
@@ -196,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
     logging.basicConfig(level=logging.INFO, format="%(asctime)s attack-worker %(levelname)s %(message)s")
     try:
-        server = serve(args.port, root, args.host, args.metrics_port)
+        server = serve(args.port, root, args.host, args.metrics_port, tls)
     except OSError as err:
         print(f"attack-worker: {err}", file=sys.stderr)
         return 2
@@ -205,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     if args.parent_pid:  # a pool killed without closing (SIGKILL, crash) must not leave its workers behind
         threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
-    log.info("listening on %s:%d (store root %s, pid %d)", args.host, args.port, root, os.getpid())
+    log.info(
+        "listening on %s:%d (%s, store root %s, pid %d)", args.host, args.port, "TLS" if tls else "plaintext", root, os.getpid()
+    )
     stop.wait()
     server.stop(grace=5).wait()
     return 0

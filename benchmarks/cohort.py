@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(p)
     args = p.parse_args(argv)
 
-    from leakbed.config import dump_config, load_config
-    from leakbed.data import federation
+    from core.config import dump_config, load_config
+    from core.data import federation
+    from core.layout import RunLayout
     from leakbed.simulate import simulate
 
     overrides = [
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     print_config("benchmarks.cohort: one leakbed run of a larger Ray cohort, attack pool on", settings, dump_config(cfg))
 
     with out_dir(args.out, "leakbed-cohort-") as out:
-        run = fresh(out / args.rule)
+        run = fresh(out / "run")  # the run folder (core.layout): metrics in run/<rule>, store in run/attack-store/<rule>
+        layout = RunLayout(run)
         marks = RoundMarks()
         with TreeMemory(interval=args.interval, pss_interval=args.pss_interval) as mem:
             start = time.time()
@@ -102,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         fl, fit = summary["fl_seconds"], summary["attack_fit_seconds"]
         split = marks.split(rounds)
         per_round = {r: marks.perf[r] - marks.perf[r - 1] for r in range(1, rounds + 1) if {r, r - 1} <= marks.perf.keys()}
-        main_end = (run / "metrics.json").stat().st_mtime
+        main_end = (layout.results(args.rule) / "metrics.json").stat().st_mtime
         pool = summary["pool"]
-        timeline = pool_timeline(run / "store", marks, rounds)
+        timeline = pool_timeline(layout.store(args.rule), marks, rounds)
         logs = summary["rounds_log"]
         problems = [f"round {r}: {s}" for r, s in logs.items() if s["received"] != s["sampled"] or s["failed"] or s["rejected"]]
         if len(logs) != rounds:

@@ -87,7 +87,7 @@ class RoundMarks:
         return {"round1_s": first, "steady_round_s": steady}
 
 
-def pool_timeline(store_root: Path, marks: RoundMarks, rounds: int) -> dict[str, float | int | None]:
+def pool_timeline(store: Path, marks: RoundMarks, rounds: int) -> dict[str, float | int | None]:
     """The attack pool's staleness, from the store's file times and the FL round marks.
 
     A round's shadow file is written when the pool finished that round's shadow updates; its lag
@@ -98,8 +98,8 @@ def pool_timeline(store_root: Path, marks: RoundMarks, rounds: int) -> dict[str,
     3 after round 4), so it can read 1 where a round's shadow updates were 2 rounds late.
     Also: how long the pool was still writing after the last FL round ended.
     """
-    shadow = {int(f.stem[1:]): f.stat().st_mtime for f in (store_root / "shadow").glob("r*.npz")}
-    files = [f.stat().st_mtime for kind in ("shadow", "anon", "global") for f in (store_root / kind).glob("r*.npz")]
+    shadow = {int(f.stem[1:]): f.stat().st_mtime for f in (store / "shadow").glob("r*.npz")}
+    files = [f.stat().st_mtime for kind in ("shadow", "anon", "global") for f in (store / kind).glob("r*.npz")]
     ends = sorted(t for r, t in marks.wall.items() if r >= 1)
     lags = {r: sum(1 for t in ends if marks.wall.get(r - 1, 0.0) < t < done) for r, done in shadow.items()}
     fl_end = marks.wall.get(rounds)

@@ -10,7 +10,7 @@ backend config, inside ``seeded_node_ids``:
   fraction_evaluate 0, min_train_nodes 1, min_available_nodes = users) with the train
   ConfigRecord of ``server.run_parts.train_config``; its evaluate_fn is a no-op that only
   records the end of each round (``--plain-evaluate``: the same centralised evaluation leakbed does);
-* leakbed: ``leakbed.simulate.simulate(cfg, rule, out)``: the curious strategy, shuffler, attack
+* leakbed: ``leakbed.simulate.simulate(cfg, rule, run_dir)``: the curious strategy, shuffler, attack
   pool, referee, per-round utility evaluation, and fitting the attackers after the last round.
 
 FL time is ``strategy.start`` (plain, timed here) and metrics.json ``fl_seconds`` (leakbed);
@@ -49,7 +49,7 @@ from benchmarks.measure import TreeMemory
 if TYPE_CHECKING:
     from flwr.app import Message
 
-    from leakbed.config import ExperimentConfig
+    from core.config import ExperimentConfig
 
 quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
@@ -93,10 +93,10 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
     from flwr.simulation import run_simulation
 
     from client.app import app as client_app
-    from leakbed.data import federation
-    from leakbed.models import build_model
+    from core.data import federation
+    from core.models import build_model
+    from core.training import evaluate, pick_device
     from leakbed.simulate import backend_config, seeded_node_ids
-    from leakbed.training import evaluate, pick_device
     from server.run_parts import train_config
 
     fed = federation(cfg, rule)
@@ -180,9 +180,11 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
 
 
 def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[float, float]) -> dict:
-    from leakbed.data import federation
+    """One leakbed run into the run folder ``out`` (see ``core.layout``)."""
+    from core.data import federation
+    from core.layout import RunLayout
+    from core.store import UpdateStore
     from leakbed.simulate import simulate
-    from leakbed.store import UpdateStore
 
     marks = RoundMarks()
     with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
@@ -191,7 +193,8 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
         end = time.time()
 
     fed = federation(cfg, rule)
-    truth = [json.loads(line) for line in (out / "referee" / "truth.jsonl").read_text().splitlines() if line]
+    layout = RunLayout(out)
+    truth = [json.loads(line) for line in (layout.referee(rule) / "truth.jsonl").read_text().splitlines() if line]
     examples = sum(len(fed.splits[t["user_id"]].private) for t in truth)
     logs = summary["rounds_log"]
     problems = [f"round {r}: {s}" for r, s in logs.items() if s["received"] != s["sampled"] or s["failed"] or s["rejected"]]
@@ -201,10 +204,10 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     if pool["tapped"] != pool["analysed"] or pool["errors"]:
         problems.append(f"pool: tapped {pool['tapped']}, analysed {pool['analysed']}, errors {pool['errors'][:3]}")
     try:
-        initial = UpdateStore(out / "store").read_global(1)  # round 1's global model = the initial model
+        initial = UpdateStore(layout.store(rule)).read_global(1)  # round 1's global model = the initial model
     except OSError:
         initial = None
-    main_end = (out / "metrics.json").stat().st_mtime  # run_federation writes it last
+    main_end = (layout.results(rule) / "metrics.json").stat().st_mtime  # run_federation writes it last
     return {
         "fl_s": summary["fl_seconds"],
         "fit_s": summary["attack_fit_seconds"],
@@ -218,7 +221,7 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
         "initial": initial,
         "pool": {k: pool[k] for k in POOL_KEYS}
         | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
-        | pool_timeline(out / "store", marks, cfg.fl.rounds),
+        | pool_timeline(layout.store(rule), marks, cfg.fl.rounds),
         "attackers": {n: {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")} for n, m in summary["attackers"].items()},
     }
 
@@ -263,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(p)
     args = p.parse_args(argv)
 
-    from leakbed.config import dump_config, load_config
-    from leakbed.data import federation
-    from leakbed.models import build_model
+    from core.config import dump_config, load_config
+    from core.data import federation
+    from core.models import build_model
 
     cfg = load_config(
         args.config,
@@ -309,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 if kind == "plain":
                     res = run_plain(cfg, args.rule, args.plain_evaluate, intervals)
                 else:
-                    res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}" / args.rule), intervals)
+                    res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}"), intervals)
                 runs[kind].append(res)
                 trouble = f", PROBLEMS: {res['problems']}" if res["problems"] else ""
                 print(

@@ -2,7 +2,7 @@
 
 Threat model: one (or a few) of the devices, named in ``adversary.users``, follow the protocol
 and upload well-formed updates, but (i) train on the joint loss α·main + (1 − α)·property
-(``leakbed.multitask``) so the shared model learns to separate data with and without the property,
+(``core.multitask``) so the shared model learns to separate data with and without the property,
 and (ii) observe what a participant sees: the global model of each round it is sampled in. From
 two consecutive global models it takes the aggregate update and removes its own share
 (aggregate − own Δ / K, with K participants a round, a public protocol fact; exact for equal data
@@ -33,12 +33,12 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import nn
 
+from core.config import ExperimentConfig
+from core.data import Federation, UserData
+from core.multitask import hidden_size, multitask_update
+from core.training import TrainConfig, local_update, state_arrays
+from core.updates import max_pooled
 from defenses.background import background_pool
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, UserData
-from leakbed.multitask import hidden_size, multitask_update
-from leakbed.training import TrainConfig, local_update, state_arrays
-from leakbed.updates import max_pooled
 
 STATE_KEY = "leakbed-adversary"
 

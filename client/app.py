@@ -19,16 +19,16 @@ from flwr.clientapp import ClientApp
 from client.adversary import adversary_round, is_adversary
 from client.batch_truth import batch_truth
 from client.user_facts import user_facts
+from core.config import ExperimentConfig
+from core.data import Federation, federation
+from core.models import build_model
+from core.property_plan import planned_data
+from core.training import TrainConfig, evaluate, local_update, pick_device
 from defenses.augment import apply_data_defenses
 from defenses.dp import dp_mod
 from defenses.dropout import device_dropout, dropout_during
 from defenses.update_mods import update_defense_mod
 from defenses.vocabulary import restrict_vocabulary, vocab_mod
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, federation
-from leakbed.models import build_model
-from leakbed.property_plan import planned_data
-from leakbed.training import TrainConfig, evaluate, local_update, pick_device
 
 TRUTH_KEY = "leakbed-truth"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from leakbed.data.corpus import UserData
-from leakbed.record_hash import record_hash
-from leakbed.training import TrainConfig, batch_indices
+from core.data.corpus import UserData
+from core.record_hash import record_hash
+from core.training import TrainConfig, batch_indices
 
 
 def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -> dict[str, object]:

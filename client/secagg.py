@@ -19,12 +19,12 @@ from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
 from client.batch_truth import batch_truth
+from core.config import ExperimentConfig
+from core.data import federation
+from core.models import build_model
+from core.property_plan import planned_data
+from core.training import TrainConfig, local_update, pick_device
 from defenses.augment import apply_data_defenses
-from leakbed.config import ExperimentConfig
-from leakbed.data import federation
-from leakbed.models import build_model
-from leakbed.property_plan import planned_data
-from leakbed.training import TrainConfig, local_update, pick_device
 
 TRUTH_PREFIX = "leakbed-truth-"  # fit-metric keys the server seals and strips before aggregation
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leakbed.data.corpus import Corpus, UserData
+from core.data.corpus import Corpus, UserData
 
 
 def user_facts(data: UserData, corpus: Corpus) -> dict[str, object]:

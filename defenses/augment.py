@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
+from core.adoption import defenses_of
+from core.config import ExperimentConfig
+from core.data import Federation, UserData
+from core.models import build_model, final_linear
 from defenses.background import background_pool
-from leakbed.adoption import defenses_of
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, UserData
-from leakbed.models import build_model, final_linear
 
 DATA_LEVEL = ("bkg-repl", "rand-aug", "mm-aug")
 
@@ -84,7 +84,7 @@ def shared_features(cfg: ExperimentConfig, fed: Federation, x: np.ndarray) -> np
 
 @functools.lru_cache(maxsize=4)
 def _clusters(cfg_json: str, rule: str, m: int) -> np.ndarray:
-    from leakbed.data import federation
+    from core.data import federation
 
     cfg = ExperimentConfig.model_validate_json(cfg_json)
     bkg = background_pool(cfg, rule)

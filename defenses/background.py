@@ -11,9 +11,9 @@ import functools
 
 import numpy as np
 
-from leakbed.config import ExperimentConfig
-from leakbed.data import DataError, UserData, federation, load_corpus
-from leakbed.data.corpus import Corpus
+from core.config import ExperimentConfig
+from core.data import DataError, UserData, federation, load_corpus
+from core.data.corpus import Corpus
 
 
 def pool_users(users: list[UserData]) -> UserData:
@@ -42,12 +42,12 @@ def _background(cfg_json: str, rule: str) -> UserData:
     if source == "auto":
         source = "synthetic" if cfg.data.source == "synthetic" else "outside"
     if source == "synthetic":
-        from leakbed.data.synthetic import generate
+        from core.data.synthetic import generate
 
         population = cfg.data.synthetic.model_copy(update={"users": cfg.background.users})
         return pool_users(list(generate(population, cfg.seed, first_user=1_000_000).users.values()))
     if source == "table":
-        from leakbed.data.table import load_table
+        from core.data.table import load_table
 
         corpus = load_table(
             cfg.background.path, image_size=cfg.data.image_size, seq_len=cfg.data.seq_len, vocab_size=cfg.data.vocab_size

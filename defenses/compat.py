@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from leakbed.config import ExperimentConfig
-from leakbed.data.corpus import Corpus
+from core.config import ExperimentConfig
+from core.data.corpus import Corpus
 
 
 def check_defenses(cfg: ExperimentConfig, corpus: Corpus, model: nn.Module) -> None:

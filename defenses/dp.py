@@ -27,10 +27,10 @@ from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.supercore.differential_privacy import compute_clip_model_update
 
+from core.adoption import defenses_of
+from core.config import DefenseConfig, ExperimentConfig
+from core.privacy import gaussian_epsilon
 from defenses.mod_reply import device_user
-from leakbed.adoption import defenses_of
-from leakbed.config import DefenseConfig, ExperimentConfig
-from leakbed.privacy import gaussian_epsilon
 
 DP_LEVEL = ("dp-fedavg", "local-dp")
 

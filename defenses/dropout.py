@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from torch import nn
 from torch.nn import functional
 
-from leakbed.adoption import defenses_of
-from leakbed.config import ExperimentConfig
-from leakbed.models import final_linear
+from core.adoption import defenses_of
+from core.config import ExperimentConfig
+from core.models import final_linear
 
 
 @contextlib.contextmanager

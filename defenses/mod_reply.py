@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, federation
+from core.config import ExperimentConfig
+from core.data import Federation, federation
 
 
 def train_config(msg: Message, reply: Message) -> tuple[ExperimentConfig, ConfigRecord] | None:

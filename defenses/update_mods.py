@@ -15,9 +15,9 @@ import numpy as np
 from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
+from core.adoption import defenses_of
+from core.config import DefenseConfig
 from defenses.mod_reply import device_user, keep_global, send, train_config, weights
-from leakbed.adoption import defenses_of
-from leakbed.config import DefenseConfig
 
 UPDATE_LEVEL = ("noise", "selective")
 

@@ -19,11 +19,11 @@ import numpy as np
 from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
+from core.adoption import defenses_of
+from core.config import ExperimentConfig
+from core.data import Federation, UserData, federation
+from core.data.corpus import Corpus
 from defenses.mod_reply import device_user, keep_global, send, train_config, weights
-from leakbed.adoption import defenses_of
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, UserData, federation
-from leakbed.data.corpus import Corpus
 
 
 def _is_special(token: str) -> bool:

@@ -1,8 +1,7 @@
-"""leakbed's shared ground: config, per-user data, models, local training, the update store."""
+"""leakbed, the product: the CLI, simulate, sweep, deploy-local, compose rendering and the report.
 
-import os
+It stands on ``core`` (the ground) and wires the rooms together: ``server``, ``client``,
+``defenses``, ``attacks`` and ``referee``. Nothing below imports it.
+"""
 
-# Ray forks its GCS and raylet (with a preexec hook) while the attack pool's gRPC channels are busy
-# in the same process; gRPC's fork handlers are not needed (every child of ours execs afresh) and
-# are kept out of those forks. Must be set before grpc is first imported.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+import core  # noqa: F401  (sets GRPC_ENABLE_FORK_SUPPORT before anything imports grpc)

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from leakbed.config import ConfigError, ExperimentConfig, dump_config, load_config
-from leakbed.paths import default_run_dir
+from core.config import ConfigError, ExperimentConfig, dump_config, load_config
+from core.paths import default_run_dir
 
 QUIET_ENV = {
     "FLWR_LOG_LEVEL": "ERROR",
@@ -28,19 +28,33 @@ def _fail(message: str) -> int:
 
 def preflight(cfg: ExperimentConfig) -> None:
     """Load every prior's federation and build the model once, so bad input fails before anything starts."""
+    from core.data import federation
+    from core.models import attack_keys, build_model
+    from core.multitask import check_adversary
+    from core.property_plan import check_property_setup
     from defenses.compat import check_defenses
-    from leakbed.data import federation
-    from leakbed.models import attack_keys, build_model
-    from leakbed.multitask import check_adversary
-    from leakbed.property_plan import check_property_setup
+    from leakbed.registry import check_needs, check_suite
+    from server.run_parts import use_jail
 
+    check_suite(cfg)
+    _check_tls_root_cert(cfg)
+    use_jail(cfg.attack.sandbox)  # attack.sandbox = 'on' where no jail can start: refused now, not mid-run
     for rule in cfg.split.priors:
         fed = federation(cfg, rule)
+        check_needs(cfg, fed)
         model = build_model(cfg.model, fed.corpus)
         attack_keys(model, cfg.model.attack_layers)
         check_defenses(cfg, fed.corpus, model)
         check_adversary(cfg, fed)
         check_property_setup(cfg, {u: fed.private(i) for i, u in enumerate(fed.user_ids)}, list(model.state_dict()))
+
+
+def _check_tls_root_cert(cfg: ExperimentConfig) -> None:
+    """The attack workers' CA, read by the pool of a run started here: only with remote workers
+    (local ones stay plaintext); a ServerApp in a container checks its own path when it starts the pool."""
+    a = cfg.attack
+    if a.worker_addresses and a.tls_root_cert and not Path(a.tls_root_cert).is_file():
+        raise ConfigError(f"attack.tls_root_cert = {a.tls_root_cert!r}: no such file (the CA of the attack workers' certificate)")
 
 
 def _out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
@@ -86,7 +100,7 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "") -
             if rnd:
                 bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
 
-        simulate(cfg, rule, run_dir / rule, progress)
+        simulate(cfg, rule, run_dir, progress)
     report = write_report(run_dir)
     from server.metrics import hold
 
@@ -95,7 +109,7 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "") -
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from leakbed.data import DataError
+    from core.data import DataError
 
     try:
         cfg = load_config(args.config, args.set)
@@ -113,8 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import json
 
-    from leakbed.config import read_tree
-    from leakbed.data import DataError
+    from core.config import read_tree
+    from core.data import DataError
     from leakbed.sweep import (
         extends,
         grid_points,
@@ -153,7 +167,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from leakbed.data import DataError
+    from core.data import DataError
 
     try:
         cfg = load_config(args.config, args.set)
@@ -168,11 +182,14 @@ def cmd_attack_worker(args: argparse.Namespace) -> int:
     from attacks.worker import main as worker_main
 
     argv = ["--port", str(args.port), "--store", args.store, "--host", args.host, "--metrics-port", str(args.metrics_port)]
-    return worker_main(argv)
+    for flag, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
+        if path is not None:
+            argv += [flag, path]
+    return worker_main([*argv, *(["--jail"] if args.jail else [])])
 
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
-    from leakbed.data import DataError, federation
+    from core.data import DataError, federation
     from leakbed.deploy_local import DeployError, deploy_local
 
     try:
@@ -196,13 +213,17 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from leakbed.report import write_report
+    from leakbed.report import RunFolderError, write_report
 
     run_dir = Path(args.run_dir)
     try:
+        if not run_dir.is_dir():
+            raise FileNotFoundError(f"{run_dir}: no such run folder")
+        if not (run_dir / "config.toml").is_file():
+            raise FileNotFoundError(f"{run_dir}: not a run folder (no config.toml)")
         path = write_report(run_dir)
-    except FileNotFoundError as err:
-        return _fail(str(err))
+    except (FileNotFoundError, RunFolderError) as err:
+        return _fail(str(err).splitlines()[0])
     _print_table(run_dir)
     print(f"report: {path}")
     return 0
@@ -219,13 +240,16 @@ def cmd_compose(args: argparse.Namespace) -> int:
             print(render(args.file, args.supernodes, args.workers), end="")
     except ComposeError as err:
         return _fail(str(err))
-    hint = run_config(args.supernodes, args.workers)
+    if args.write:  # both deployments written: the TLS overlay's run also names the workers' CA
+        tls_hint = run_config(args.supernodes, args.workers, tls=True)
+        print(f'with deploy/compose.tls.yml: flwr run . leakbed-compose --stream --run-config "{tls_hint}"', file=sys.stderr)
+    hint = run_config(args.supernodes, args.workers, tls=args.file == "tls" and not args.write)
     print(f'start a run: flwr run . leakbed-compose --stream --run-config "{hint}"', file=sys.stderr)
     return 0
 
 
 def cmd_open_world_sweep(args: argparse.Namespace) -> int:
-    from leakbed.data import DataError
+    from core.data import DataError
     from leakbed.open_world_sweep import parse_seen, run_sweep, sweep_config
 
     try:
@@ -246,7 +270,7 @@ def cmd_open_world_sweep(args: argparse.Namespace) -> int:
 
 def cmd_feature_inference(args: argparse.Namespace) -> int:
     """Seed 004 Table 1 in kind: deep-feature property inference vs DLG by device batch size."""
-    from leakbed.data import DataError, federation
+    from core.data import DataError, federation
     from leakbed.feature_eval import check_inputs, evaluate, markdown_table
 
     try:
@@ -270,7 +294,7 @@ def cmd_feature_inference(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Seed 001 §6.2 / seed 000 §6.1.7 analyses of a finished run, written into ``RUN/analyses`` and its report."""
-    from leakbed.analyses.cli import run_analysis
+    from leakbed.analyze import run_analysis
 
     try:
         md = run_analysis(args)
@@ -309,6 +333,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--store", required=True, help="root folder of the run stores (shared with the ServerApp)")
     a.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     a.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none")
+    a.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM; with --ssl-keyfile)")
+    a.add_argument("--ssl-keyfile", help="the certificate's private key (PEM; with --ssl-certfile)")
+    a.add_argument("--jail", action="store_true", help="run jailed: own mount and PID namespaces seeing only --store")
     a.set_defaults(fn=cmd_attack_worker)
     d = sub.add_parser("deploy-local", help="TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes")
     d.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")

@@ -24,6 +24,7 @@ RUNTIME_PORT = 9094  # SuperNode i serves its runtime API on RUNTIME_PORT + i
 WORKER_PORT = 9500
 WORKER_METRICS_PORT = 9501
 SERVER_METRICS_PORT = 9400
+TLS_ROOT_CERT = "/run/secrets/ca.crt"  # the CA in the serverapp container (TLS overlay): attack.tls_root_cert
 
 # file name (relative to the repository root) -> what it is
 FILES = {
@@ -41,7 +42,7 @@ class ComposeError(ValueError):
 def _header(kind: str, supernodes: int, workers: int) -> str:
     what = {
         "base": "SuperLink, ServerApp SuperExec, a SuperNode + ClientApp SuperExec per user, attack workers, Prometheus, Grafana",
-        "tls": "overlay: TLS on the SuperLink (certificates from deploy/certs.sh) and SuperNode authentication",
+        "tls": "overlay: TLS on the SuperLink and attack workers (certificates from deploy/certs.sh), SuperNode authentication",
         "gpu": "overlay: the ClientApp SuperExecs on a CUDA image with a GPU reservation",
         "prometheus": "Prometheus scrape config: the ServerApp's and every attack worker's /metrics",
     }[kind]
@@ -92,6 +93,12 @@ def render_base(supernodes: int, workers: int) -> dict:
 
 def render_tls(supernodes: int, workers: int) -> dict:
     doc = _load("tls.yml", N=supernodes, W=workers)
+    for w in range(workers):
+        name = f"attack-worker-{w}"
+        base = _load("attack-worker.yml", I=w, N=supernodes, W=workers)["services"][name]
+        svc = _load("tls-attack-worker.yml", I=w, N=supernodes, W=workers)["services"][name]
+        svc["command"] = [*base["command"], *svc["command"]]  # an overlay's command replaces, never extends
+        doc["services"][name] = svc
     doc["services"].update(_per_device("tls-supernode.yml", supernodes, workers))
     doc["secrets"].update(_per_device_secrets(supernodes))
     return doc
@@ -140,15 +147,17 @@ def write_all(supernodes: int, workers: int, root: Path = ROOT) -> list[Path]:
     return written
 
 
-def overrides(supernodes: int, workers: int) -> list[str]:
+def overrides(supernodes: int, workers: int, tls: bool = False) -> list[str]:
     """Config overrides a run in the compose deployment needs: one user per SuperNode, the attack
     workers' addresses, attack scores every 5 rounds (so Grafana shows privacy over rounds, not
     only at the end), and the ServerApp's /metrics where Prometheus scrapes it (held 15 s after
-    the run so the last scrape sees the final values)."""
+    the run so the last scrape sees the final values). With the TLS overlay (``tls``) the pool
+    also verifies the workers' certificates against the CA the ServerApp has as a secret."""
     addresses = ",".join(f'"{a}"' for a in worker_addresses(workers))
     return [
         f"data.synthetic.users={supernodes}",
         f"attack.worker_addresses=[{addresses}]",
+        *([f"attack.tls_root_cert={TLS_ROOT_CERT}"] if tls else []),
         "attack.score_every=5",
         f"telemetry.port={SERVER_METRICS_PORT}",
         "telemetry.host=0.0.0.0",
@@ -156,7 +165,8 @@ def overrides(supernodes: int, workers: int) -> list[str]:
     ]
 
 
-def run_config(supernodes: int, workers: int, config: str = "/app/configs/quickstart.toml") -> str:
-    """The ``flwr run --run-config`` value for a rendering, escaped to sit inside double quotes in a shell."""
-    value = f"config='{config}' set='{' '.join(overrides(supernodes, workers))}'"
+def run_config(supernodes: int, workers: int, config: str = "/app/configs/quickstart.toml", tls: bool = False) -> str:
+    """The ``flwr run --run-config`` value for a rendering (``tls``: with the TLS overlay), escaped
+    to sit inside double quotes in a shell."""
+    value = f"config='{config}' set='{' '.join(overrides(supernodes, workers, tls))}'"
     return value.replace('"', '\\"')

@@ -2,8 +2,9 @@
 
 On 127.0.0.1: a SuperLink with TLS (a private CA from ``deploy/certs.sh``) and SuperNode
 authentication, one SuperNode per user (its partition-id names the user; its key registered with
-``flwr supernode register``), ``W`` attack workers (``leakbed attack-worker``, gRPC, sharing the
-run's store folder), then ``flwr run`` of this app once per prior. The ServerApp serves
+``flwr supernode register``), ``W`` attack workers (``leakbed attack-worker``, gRPC over TLS with
+the worker certificate of the same CA, sharing the run's store folder), then ``flwr run`` of this
+app once per prior. The ServerApp serves
 Prometheus metrics; the command scrapes them over HTTP while the run goes on and prints the
 round count and each attack's AP from the final scrape. Every process it started is stopped at
 the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
@@ -25,8 +26,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from leakbed.config import ExperimentConfig, dump_config
-from leakbed.processes import descendants, free_ports, terminate
+from attacks import jail
+from core.config import ExperimentConfig, dump_config
+from core.layout import RunLayout
+from core.processes import descendants, free_ports, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
@@ -91,9 +94,12 @@ class Deployment:
         return done.stdout
 
     def check_alive(self) -> None:
+        """Every long-lived process still runs; a ``flwr run`` (``flwr-run-<prior>``) may have finished (code 0)."""
         for name, p in self.procs.items():
-            if p.poll() is not None and name != "flwr-run":
-                raise DeployError(f"{name} exited with code {p.returncode}; see {self.out / 'logs' / (name + '.log')}")
+            code = p.poll()
+            if code is None or (name.startswith("flwr-run-") and code == 0):
+                continue
+            raise DeployError(f"{name} exited with code {code}; see {self.out / 'logs' / (name + '.log')}")
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``."""
@@ -190,10 +196,12 @@ def deploy_local(
         f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
         f'address = "{link}"\nroot-certificates = "{certs / "ca.crt"}"\n'
     )
-    # The run's config as the ServerApp will load it: the attack workers' addresses and /metrics added.
+    # The run's config as the ServerApp will load it: the attack workers' addresses and CA, /metrics added.
     run_cfg = cfg.model_copy(
         update={
-            "attack": cfg.attack.model_copy(update={"worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers]}),
+            "attack": cfg.attack.model_copy(
+                update={"worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers], "tls_root_cert": str(certs / "ca.crt")}
+            ),
             "telemetry": cfg.telemetry.model_copy(
                 update={"port": ports.metrics, "host": "127.0.0.1", "hold_seconds": hold_seconds}
             ),
@@ -234,16 +242,21 @@ def deploy_local(
                     *("--port", str(port), "--node-config", f"partition-id={i} num-partitions={supernodes}"),
                 ],
             )
+        jailable = not jail.available()
+        store_root = RunLayout(run_dir).store_root  # the workers serve <store root>/<run id>, as the ServerApp files it
+        store_root.mkdir(parents=True, exist_ok=True)
         for i, (port, mport) in enumerate(zip(ports.workers, ports.worker_metrics, strict=True)):
             dep.start(
                 f"attack-worker-{i}",
                 [
                     *(str(bin_dir / "leakbed"), "attack-worker"),
-                    *("--port", str(port), "--store", str(out), "--metrics-port", str(mport)),
+                    *("--port", str(port), "--store", str(store_root), "--metrics-port", str(mport)),
+                    *(["--jail"] if jailable else []),  # the same jail as a simulation's workers, where it can start
+                    *("--ssl-certfile", str(certs / "worker.pem"), "--ssl-keyfile", str(certs / "worker.key")),
                 ],
             )
         _wait(lambda: all(_port_open(p) for p in ports.workers), 120, "the attack workers", dep)
-        say(f"{supernodes} SuperNodes registered and started; {workers} attack workers on ports {ports.workers}")
+        say(f"{supernodes} SuperNodes registered and started; {workers} attack workers (TLS) on ports {ports.workers}")
         url = f"http://127.0.0.1:{ports.metrics}/metrics"
         for prior in cfg.split.priors:
             results[prior] = _run_prior(dep, bin_dir, config_path, run_dir, prior, url, timeout, say)

@@ -30,11 +30,11 @@ from torch import nn
 
 from attacks.dlg import dlg_reconstruct
 from attacks.feature_inference import feature_split, predict_property, reconstruct_features, train_property_net
-from leakbed.config import ExperimentConfig, FeatureInferenceConfig
-from leakbed.data import Federation, UserData, federation
-from leakbed.data.errors import DataError
-from leakbed.models import build_model
-from leakbed.training import TrainConfig, local_update, state_arrays
+from core.config import ExperimentConfig, FeatureInferenceConfig
+from core.data import Federation, UserData, federation
+from core.data.errors import DataError
+from core.models import build_model
+from core.training import TrainConfig, local_update, state_arrays
 
 
 @dataclass

@@ -11,11 +11,10 @@ every share: the holdout third stays fixed and the seen set grows inside the res
 from __future__ import annotations
 
 import json
-import pickle
 from dataclasses import replace
 from pathlib import Path
 
-from leakbed.config import ConfigError, ExperimentConfig
+from core.config import ConfigError, ExperimentConfig
 
 DEFAULT_SEEN = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -42,22 +41,24 @@ def sweep_config(cfg: ExperimentConfig, prior: str) -> ExperimentConfig:
     )
 
 
-def attack_at(cfg: ExperimentConfig, run: Path, seen: float) -> dict:
+def attack_at(cfg: ExperimentConfig, run_dir: Path, prior: str, seen: float) -> dict:
     """Re-fit open-world re-identification and matching on the stored run at one seen share; score it."""
+    from attacks.knowledge import AttackerKnowledge
     from attacks.open_world import fit
-    from attacks.worker import KNOWLEDGE_FILE
-    from leakbed.store import UpdateStore
-    from server.referee import Referee
-    from server.score_open_world import score
+    from core.layout import RunLayout
+    from core.store import UpdateStore
+    from referee.score_open_world import score
+    from referee.truth import Referee
 
-    store = UpdateStore(run / "store")
-    knowledge = pickle.loads((store.root / KNOWLEDGE_FILE).read_bytes())
+    layout = RunLayout(run_dir)
+    store = UpdateStore(layout.store(prior))
+    knowledge = AttackerKnowledge.load(store.root)
     attack = knowledge.attack.model_copy(
         update={"open_world": knowledge.attack.open_world.model_copy(update={"seen_fraction": seen})}
     )
     name = f"open-world-seen{round(seen * 1000):04d}"
     fit(store, replace(knowledge, attack=attack), name=name)
-    m = score(Referee.load(run / "referee"), store, cfg, run, name=name)
+    m = score(Referee.load(layout.referee(prior)), store, cfg, layout.results(prior), name=name)
     m.pop("notes", None)
     return m
 
@@ -131,7 +132,7 @@ def run_sweep(cfg: ExperimentConfig, prior: str, seen: list[float], out: Path, r
         if (out / "run").exists() and any((out / "run").iterdir()):
             raise ConfigError(f"--out {out}: holds an unfinished run; remove {out / 'run'} to start again")
         run_fl(cfg, out / "run")
-    results = {s: attack_at(cfg, run, s) for s in seen}
+    results = {s: attack_at(cfg, out / "run", prior, s) for s in seen}
     (out / "open_world.json").write_text(json.dumps({str(s): m for s, m in results.items()}, indent=2, default=float))
     plot(results, out / "open_world.png", f"{cfg.name}: open world, {prior} prior")
     log = json.loads((run / "metrics.json").read_text()).get("rounds_log", {}).values()

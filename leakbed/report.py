@@ -8,20 +8,47 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from leakbed.analyses.sections import analysis_lines, participant_lines
+from referee.analyses.sections import analysis_lines, participant_lines
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
 
 
+SUMMARY_KEYS = ("users", "rounds", "attackers", "utility", "pool", "rounds_log", "fl_seconds", "attack_fit_seconds")
+
+
+class RunFolderError(ValueError):
+    """A run folder the report cannot read (corrupt or partial); its message is one line naming the file."""
+
+
+class MissingMetrics(RunFolderError):
+    """A prior folder without its metrics.json: that prior's run did not finish."""
+
+
 def load_runs(run_dir: Path) -> dict[str, dict]:
-    """Per-prior summaries found under ``run_dir`` (random first, then chrono)."""
+    """Per-prior summaries found under ``run_dir`` (random first, then chrono); a prior folder without
+    metrics.json, or one that is not a complete summary, is a RunFolderError rather than a traceback later."""
     runs = {}
     for rule in ("random", "chrono"):
         path = run_dir / rule / "metrics.json"
-        if path.exists():
-            runs[rule] = json.loads(path.read_text())
+        if not path.exists():
+            if (run_dir / rule).is_dir():
+                raise MissingMetrics(f"{run_dir / rule}: prior folder without metrics.json (its run did not finish)")
+            continue
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise RunFolderError(f"{path}: not a readable metrics.json ({str(err).splitlines()[0]})") from None
+        missing = [k for k in SUMMARY_KEYS if k not in run] if isinstance(run, dict) else list(SUMMARY_KEYS)
+        if missing:
+            raise RunFolderError(f"{path}: not a complete prior summary (no {missing[0]!r})")
+        runs[rule] = run
     return runs
+
+
+def prior_label(rule: str, run: dict) -> str:
+    """``chrono (row order)`` where the data had no timestamps and the experiment opted in to its row order."""
+    return f"{rule} (row order)" if rule == "chrono" and run.get("time") == "row order" else rule
 
 
 def combined_metrics(runs: dict[str, dict]) -> dict[str, dict[str, dict[str, float]]]:
@@ -32,8 +59,9 @@ def combined_metrics(runs: dict[str, dict]) -> dict[str, dict[str, dict[str, flo
 def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the Table-3 form: AP (× chance), top-1, top-5 per prior, in percent."""
     header = ["attacker"]
-    for rule in runs:
-        header += [f"{rule} AP", f"{rule} top-1", f"{rule} top-5"]
+    for rule, run in runs.items():
+        label = prior_label(rule, run)
+        header += [f"{label} AP", f"{label} top-1", f"{label} top-5"]
     names = list(dict.fromkeys(n for run in runs.values() for n in run["attackers"]))
     rows = []
     for name in names:
@@ -141,6 +169,25 @@ def _suite_lines(rule: str, run: dict) -> list[str]:
     return lines
 
 
+def _attack_side_lines(run: dict) -> list[str]:
+    """What the attack side received, and how it was kept from the truth."""
+    side = run.get("attack_side")
+    if not side:
+        return []
+    where = (
+        "remote attack workers (their own containers or hosts)"
+        if side["remote_workers"]
+        else "local attack workers, jailed (own mount and PID namespaces, the attack store only)"
+        if side["jailed"]
+        else "local attack workers, NOT jailed (attack.sandbox off or unavailable): the boundary rests on convention"
+    )
+    got = side["received"]
+    return [
+        f"- attack side: {where}; it received per update: {', '.join(got['update'])}; per round: "
+        f"{', '.join(got['round'])}; once: {', '.join(got['once'])}"
+    ]
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``metrics.json``, ``report.md`` and ``reid_by_round.png`` into ``run_dir``."""
     runs = load_runs(run_dir)
@@ -171,7 +218,7 @@ def write_report(run_dir: Path) -> Path:
         failed = sum(r["failed"] for r in run["rounds_log"].values())
         rejected = sum(r["rejected"] for r in run["rounds_log"].values())
         lines += [
-            f"### {rule} prior",
+            f"### {prior_label(rule, run)} prior",
             "",
             f"- final utility: {final['utility']:.3f}; FL wall time {run['fl_seconds']:.1f} s; "
             f"attack fitting {run['attack_fit_seconds']:.1f} s",
@@ -180,6 +227,7 @@ def write_report(run_dir: Path) -> Path:
             f"worker restarts {pool.get('worker_restarts', 0)}, redeliveries {pool.get('retries', 0)}, "
             f"duplicates filed once {pool.get('duplicates', 0)}",
             f"- failed replies {failed}, rejected {rejected}",
+            *_attack_side_lines(run),
             *_defense_lines(run),
             *_privacy_lines(run),
             *[f"- attacker {n} has no result: {why}" for n, why in run.get("attackers_failed", {}).items()],

@@ -9,8 +9,10 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from leakbed.config import ExperimentConfig
-from leakbed.data import federation
+from core.config import ExperimentConfig
+from core.data import federation
+from core.derive import derived_seed
+from core.layout import RunLayout
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,7 @@ def seeded_node_ids(seed: int) -> Iterator[None]:
     from flwr.server.superlink.linkstate import in_memory_linkstate as state
 
     original = state.generate_rand_int_from_bytes
-    rng = random.Random(f"leakbed-node-ids/{seed}")
+    rng = random.Random(f"leakbed-node-ids/{derived_seed(seed, 'node-ids')}")
 
     def seeded(num_bytes: int, exclude: set[int] | None = None) -> int:
         while True:
@@ -62,29 +64,30 @@ def backend_config(cfg: ExperimentConfig) -> dict:
 
 
 def simulate(
-    cfg: ExperimentConfig, rule: str, out: Path, progress: Callable[[int, dict[str, float]], None] | None = None
+    cfg: ExperimentConfig, rule: str, run_dir: Path, progress: Callable[[int, dict[str, float]], None] | None = None
 ) -> dict:
-    """Run the ServerApp and one virtual SuperNode per user; returns the run's summary."""
+    """Run the ServerApp and one virtual SuperNode per user, one prior of ``cfg`` into the run
+    folder ``run_dir`` (see ``core.layout``); returns the prior's summary."""
     import json
 
     from flwr.simulation import run_simulation
 
     from client.app import app as client_app
-    from server.app import build_server_app
+    from leakbed.apps import bound_server_app
     from server.cancel import RunControl
 
     if cfg.fl.secure_aggregation == "secagg+":  # Flower's SecAgg+ exists only as the legacy workflow
         from client.secagg import app as client_app
-        from server.secagg import build_secagg_server_app as build_server_app
 
+    layout = RunLayout(run_dir)
     users = len(federation(cfg, rule).user_ids)
-    path = out / "metrics.json"
+    path = layout.results(rule) / "metrics.json"
     for attempt in range(START_ATTEMPTS):
         control = RunControl()
         try:
             with seeded_node_ids(cfg.seed):
                 run_simulation(
-                    server_app=build_server_app(cfg, rule, out, progress, control),
+                    server_app=bound_server_app(cfg, rule, layout, progress, control),
                     client_app=client_app,
                     num_supernodes=users,
                     backend_config=backend_config(cfg),
@@ -99,8 +102,8 @@ def simulate(
         # seeded, so a clean second start gives the very same numbers.
         log.warning("the %s prior left no results; starting it again from scratch", rule)
         _shutdown_ray()
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
+        for folder in (layout.results(rule), layout.store(rule), layout.referee(rule)):
+            shutil.rmtree(folder, ignore_errors=True)
     if not path.exists():
         raise RuntimeError(f"the simulation of the {rule} prior ended without results (see the log above)")
     return json.loads(path.read_text())

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leakbed.config import ConfigError, ExperimentConfig, build_config, read_tree
+from core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from leakbed.report import ATTACKER_LABELS, load_runs
 
 BASELINE = "baseline"

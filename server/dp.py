@@ -24,9 +24,9 @@ import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord
 from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping, Strategy
 
-from leakbed.adoption import adopters
-from leakbed.config import DefenseConfig, ExperimentConfig
-from leakbed.privacy import gaussian_epsilon, rdp_epsilon
+from core.adoption import adopters
+from core.config import DefenseConfig, ExperimentConfig
+from core.privacy import gaussian_epsilon, rdp_epsilon
 
 
 class SeededDpFixedClipping(DifferentialPrivacyClientSideFixedClipping):

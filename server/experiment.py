@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp import Grid
 
 from attacks import needs_full_updates
-from leakbed.adoption import defending_users
-from leakbed.config import ExperimentConfig
+from core.adoption import defending_users
+from core.config import ExperimentConfig
+from core.derive import derived_seed
+from core.layout import RunLayout
 from server.dp import dp_fedavg_defense, privacy_summary, wrap_dp
+from server.judge import Judge
 from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
 from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
-from server.score_participant import score_participants
-from server.scorers import score_suite
 from server.shuffler import Shuffler
 from server.strategy import CuriousFedAvg
 
@@ -29,10 +29,13 @@ log = logging.getLogger(__name__)
 __all__ = ["Progress", "run_federation"]
 
 
-def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> dict:
-    """Train with the curious strategy, fit the attacks, score them; writes ``out/metrics.json``."""
-    run = prepare_run(cfg, rule, out, progress)
-    fed, store, referee = run.fed, run.store, run.referee
+def run_federation(
+    grid: Grid, cfg: ExperimentConfig, rule: str, layout: RunLayout, judge: Judge, progress: Progress | None = None
+) -> dict:
+    """Train with the curious strategy, fit the attacks, have ``judge`` score them; writes
+    ``metrics.json`` into the prior's results folder."""
+    run = prepare_run(cfg, rule, layout, progress)
+    fed, out = run.fed, run.out
     serve_metrics(cfg.telemetry)
     tel = RunTelemetry(cfg, rule)
 
@@ -41,15 +44,14 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         tel.utility(utility["utility"])
         observe_round(tel, rnd, strategy.rounds.get(rnd), pool.stats, pool.depth())
         if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:
-            pool.score(cfg.attack.attackers)  # interim scores for the privacy-over-rounds gauges
+            pool.score([*cfg.attack.attackers, *cfg.attack.suite])  # interim scores for the privacy-over-rounds gauges
         return MetricRecord(utility)
 
     def interim_score(name: str, partial: bool) -> None:
-        if partial and name in cfg.attack.attackers:
-            tel.attack(name, referee.score(store, name))
+        if partial:
+            tel.attack(name, judge.interim(name))
 
     pool = run.pool(
-        f"{cfg.name}-{rule}",
         addresses=cfg.attack.worker_addresses,
         retry_seconds=cfg.attack.retry_seconds,
         metrics_port_base=cfg.telemetry.worker_port,
@@ -57,9 +59,8 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     )
     try:
         shuffler = Shuffler(
-            referee,
+            run.sealer,
             run.keys,
-            cfg.seed,
             full_updates=needs_full_updates(cfg.attack.suite),
             batch_min=cfg.shuffler.batch_min,
             reference=cfg.shuffler.reference,
@@ -67,8 +68,9 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         strategy = CuriousFedAvg(
             shuffler=shuffler,
             pool=pool,
-            seed=cfg.seed,
+            seed=derived_seed(cfg.seed, "sampling"),
             max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
+            startup_timeout=cfg.fl.startup_timeout,
             uniform_weights=dp_fedavg_defense(cfg) is not None,
             fraction_train=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
@@ -94,9 +96,9 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
     scored = run.fitted(pool, cfg.attack.attackers)
     defending = defending_users(cfg, fed.user_ids)
     groups = {"defending": defending, "not defending": set(fed.user_ids) - defending} if cfg.defenses else None
-    metrics = {name: referee.score(store, name, groups) for name in scored}
+    metrics = judge.attackers(scored, groups)
     suite_ok = run.fitted(pool, cfg.attack.suite)
-    suite = score_suite(referee, store, cfg, out, suite_ok)
+    suite = judge.suite(suite_ok)
     failed = {name: FIT_FAILED for name in [*cfg.attack.attackers, *cfg.attack.suite] if name not in [*scored, *suite_ok]}
     summary = {
         **run.summary(pool),
@@ -104,7 +106,7 @@ def run_federation(grid: Grid, cfg: ExperimentConfig, rule: str, out: Path, prog
         "attackers_failed": failed,
         "suite": suite,
         # attacks by adversarial participants (devices), reported apart from the server's
-        "participant_attacks": {"active-property": score_participants(referee.folder, cfg)} if cfg.adversary.users else {},
+        "participant_attacks": judge.participants(),
         "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
         "privacy": privacy_summary(cfg, fed.user_ids, getattr(runner, "releases", 0)),
         "shuffler": shuffler.batching.stats.to_dict(),

@@ -1,4 +1,4 @@
-"""Server-side instrumentation: sets the catalogue's metrics (``leakbed.telemetry``) for one FL run.
+"""Server-side instrumentation: sets the catalogue's metrics (``core.telemetry``) for one FL run.
 
 Labels are bounded: the prior rule, the attack name, a short label of the config's defense set,
 the world (closed/open), the failure reason. Never a user, node or update id.
@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from attacks import PoolStats
-from leakbed import telemetry as t
-from leakbed.config import ExperimentConfig, TelemetryConfig
+from core import telemetry as t
+from core.config import ExperimentConfig, TelemetryConfig
 
 log = logging.getLogger(__name__)
 _endpoint: t.MetricsEndpoint | None = None

@@ -1,7 +1,7 @@
 """What every FL loop of a run sets up the same way: the plain curious FedAvg and the SecAgg+ one.
 
-Seeding, the federation, the model and its attack keys, the update store, the referee, the test
-set and the device are built here once, so both loops measure utility and start the attack pool
+Seeding, the federation, the model and its attack keys, the update store, the truth sealer, the
+test set and the device are built here once, so both loops measure utility and start the attack pool
 identically and their ``metrics.json`` share one shape.
 """
 
@@ -15,30 +15,45 @@ from pathlib import Path
 import torch
 from flwr.app import ConfigRecord
 
-from attacks import AttackerKnowledge, AttackPool
-from leakbed.adoption import defending_users
-from leakbed.config import ExperimentConfig
-from leakbed.data import Federation, UserData, federation
-from leakbed.models import attack_keys, build_model
-from leakbed.store import UpdateStore
-from leakbed.training import evaluate, pick_device
-from server.referee import Referee
+from attacks import AttackerKnowledge, AttackPool, jail, needs_full_updates
+from attacks.records import received_fields
+from core.adoption import defending_users
+from core.config import ExperimentConfig
+from core.data import Federation, UserData, federation
+from core.derive import derived_seed
+from core.layout import RunLayout
+from core.models import attack_keys, build_model
+from core.store import UpdateStore
+from core.training import evaluate, pick_device
+from referee.seal import Sealer
+from server.strategy import TRAIN_KEYS
 
 Progress = Callable[[int, dict[str, float]], None]
 FIT_FAILED = "fit failed or timed out (see pool errors)"
 
 
 def knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> AttackerKnowledge:
-    """What the curious server knows: prior data by identity, the corpus' shape, no private data."""
+    """What the curious server's attacks know: prior data by identity, the corpus' shape, the model
+    and attack settings, and a seed of their own; no private data, no data recipe, no experiment seed."""
     return AttackerKnowledge(
         prior=fed.prior(),
         corpus_meta=replace(fed.corpus, users={}),
         model=cfg.model,
         attack=cfg.attack,
         keys=keys,
-        seed=cfg.seed,
+        seed=derived_seed(cfg.seed, "attacker"),
         device=cfg.device,
     )
+
+
+def use_jail(mode: str) -> bool:
+    """Whether locally spawned attack workers run jailed; ``on`` without namespaces is an error."""
+    if mode == "off":
+        return False
+    why = jail.available()
+    if why and mode == "on":
+        raise ValueError(f"attack.sandbox = 'on' but the attack-worker jail cannot start here: {why}")
+    return not why
 
 
 def train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
@@ -59,15 +74,16 @@ def train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
 
 @dataclass
 class RunParts:
-    """One run under one prior rule: its federation, model, store, referee and measured utility."""
+    """One run under one prior rule: its federation, model, store, sealer and measured utility."""
 
     cfg: ExperimentConfig
     rule: str
     fed: Federation
     model: torch.nn.Module
     keys: list[str]
+    layout: RunLayout
     store: UpdateStore
-    referee: Referee
+    sealer: Sealer
     test: UserData
     device: torch.device
     progress: Progress | None = None
@@ -82,16 +98,28 @@ class RunParts:
             self.progress(rnd, self.utility[rnd])
         return self.utility[rnd]
 
-    def pool(self, run_id: str, **extra: object) -> AttackPool:
-        """The attack pool over this run's store, sized and bounded by the config."""
+    @property
+    def out(self) -> Path:
+        """Where this prior's scored metrics and figures go."""
+        return self.layout.results(self.rule)
+
+    def pool(self, **extra: object) -> AttackPool:
+        """The attack pool over this run's store, sized and bounded by the config; the store of
+        this prior is ``<store root>/<rule>``, the only name a request to a worker carries. With
+        remote workers (``addresses``) and ``attack.tls_root_cert`` set, the channels are TLS."""
         a = self.cfg.attack
+        remote = bool(extra.get("addresses"))
+        if remote and a.tls_root_cert and not Path(a.tls_root_cert).is_file():
+            raise ValueError(f"attack.tls_root_cert = {a.tls_root_cert!r}: no such file (the attack workers' CA certificate)")
         return AttackPool(
             knowledge(self.cfg, self.fed, self.keys),
-            str(self.store.root),
+            str(self.layout.store_root),
+            jail=use_jail(a.sandbox) and not remote,
+            tls_root_cert=a.tls_root_cert if remote else "",
             workers=a.workers,
             queue_size=a.queue_size,
             submit_timeout=a.submit_timeout,
-            run_id=run_id,
+            run_id=self.layout.run_id(self.rule),
             **extra,
         )
 
@@ -104,6 +132,7 @@ class RunParts:
         """The part of ``metrics.json`` every loop writes the same way."""
         return {
             "prior": self.rule,
+            "time": self.fed.corpus.time,  # "row order": the data had no timestamps (report: chrono (row order))
             "users": len(self.fed.user_ids),
             "rounds": self.cfg.fl.rounds,
             "utility": {str(r): u for r, u in sorted(self.utility.items())},
@@ -113,6 +142,11 @@ class RunParts:
             "attack_layers": self.keys,
             "defenses": [d.model_dump() for d in self.cfg.defenses],
             "defending_users": len(defending_users(self.cfg, self.fed.user_ids)),
+            "attack_side": {
+                "jailed": pool.jailed,
+                "remote_workers": not pool.local,
+                "received": received_fields([*TRAIN_KEYS, "participants"], needs_full_updates(self.cfg.attack.suite)),
+            },
         }
 
     def timed(self, name: str, fn: Callable[[], object]) -> None:
@@ -122,9 +156,9 @@ class RunParts:
         self.timer[name] = time.perf_counter() - t0
 
 
-def prepare_run(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None) -> RunParts:
-    """Seed, then build the run's parts; ``out`` holds its store and referee."""
-    out.mkdir(parents=True, exist_ok=True)
+def prepare_run(cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: Progress | None = None) -> RunParts:
+    """Seed, then build the run's parts under ``layout`` (refused if this prior's truth exists)."""
+    layout.results(rule).mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     fed = federation(cfg, rule)
     model = build_model(cfg.model, fed.corpus)
@@ -134,8 +168,9 @@ def prepare_run(cfg: ExperimentConfig, rule: str, out: Path, progress: Progress 
         fed=fed,
         model=model,
         keys=attack_keys(model, cfg.model.attack_layers),
-        store=UpdateStore(out / "store"),
-        referee=Referee(out / "referee"),
+        layout=layout,
+        store=UpdateStore(layout.store(rule)),
+        sealer=Sealer(layout.referee(rule)),
         test=fed.test_set(),
         device=pick_device(cfg.device),
         progress=progress,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,12 +26,14 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import Grid, ServerApp
 
 from attacks import AnonymousUpdate, AttackPool, RoundSnapshot, needs_full_updates
-from leakbed.config import ExperimentConfig
-from leakbed.updates import delta_vector
+from core.config import ExperimentConfig
+from core.derive import derived_seed
+from core.layout import RunLayout
+from core.updates import delta_vector
+from referee.seal import Sealer
 from server.cancel import RunControl, controlled_main
-from server.referee import Referee
+from server.judge import Judge
 from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
-from server.scorers import score_suite
 
 AGGREGATE_LEVEL = ("aggregate-property",)  # suite attacks that read only per-round aggregates
 CANNOT_RUN = "cannot run: secure aggregation hides individual updates"
@@ -47,18 +48,16 @@ class CuriousSecAggFedAvg(FedAvg):
         *,
         keys: list[str],
         names: list[str],
-        referee: Referee,
+        sealer: Sealer,
         pool: AttackPool,
-        seed: int,
         train_config: dict,
         full: bool,
         **kw: object,
     ) -> None:
         super().__init__(**kw)
-        self._keys, self._names, self._referee, self._pool = keys, names, referee, pool
+        self._keys, self._names, self._sealer, self._pool = keys, names, sealer, pool
         self._train_config = train_config
         self._full = full
-        self._rng = np.random.default_rng([seed, 0x5EC])
         self._global: dict[str, np.ndarray] = {}
         self.rounds: dict[int, dict] = {}
 
@@ -85,9 +84,9 @@ class CuriousSecAggFedAvg(FedAvg):
         self.rounds.setdefault(server_round, {}).update(received=len(results), failed=len(failures))
         if results:
             mean = dict(zip(self._names, parameters_to_ndarrays(results[0][1].parameters), strict=True))
-            update_id = self._rng.bytes(8).hex()
+            update_id = self._sealer.new_update_id()
             has = [int(f.get("has-property", 0)) for f in facts]
-            self._referee.seal(
+            self._sealer.seal(
                 update_id,
                 "aggregate:" + " ".join(sorted(str(f.get("user-id", "?")) for f in facts)),
                 server_round,
@@ -102,11 +101,17 @@ class CuriousSecAggFedAvg(FedAvg):
 
 
 def run_secagg_federation(
-    grid: Grid, context: Context, cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None
+    grid: Grid,
+    context: Context,
+    cfg: ExperimentConfig,
+    rule: str,
+    layout: RunLayout,
+    judge: Judge,
+    progress: Progress | None = None,
 ) -> dict:
-    """The legacy SecAgg+ counterpart of ``server.experiment.run_federation``; writes ``out/metrics.json``."""
-    random.seed(cfg.seed)  # the legacy client manager samples with the global ``random``
-    run = prepare_run(cfg, rule, out, progress)
+    """The legacy SecAgg+ counterpart of ``server.experiment.run_federation``; writes the prior's ``metrics.json``."""
+    random.seed(derived_seed(cfg.seed, "sampling"))  # the legacy client manager samples with the global ``random``
+    run = prepare_run(cfg, rule, layout, progress)
     names = list(run.model.state_dict())
 
     def evaluate_fn(rnd: int, ndarrays: list[np.ndarray], config: dict) -> tuple[float, dict]:
@@ -114,14 +119,13 @@ def run_secagg_federation(
         return utility["loss"], utility
 
     runnable = [n for n in cfg.attack.suite if n in AGGREGATE_LEVEL]
-    pool = run.pool(f"{cfg.name}-{rule}-secagg")
+    pool = run.pool()
     try:
         strategy = CuriousSecAggFedAvg(
             keys=run.keys,
             names=names,
-            referee=run.referee,
+            sealer=run.sealer,
             pool=pool,
-            seed=cfg.seed,
             train_config=dict(train_config(cfg, rule).items()),
             full=needs_full_updates(runnable),
             fraction_fit=cfg.fl.fraction_train,
@@ -159,21 +163,26 @@ def run_secagg_federation(
         "secure_aggregation": "secagg+",
         "attackers": {},
         "attackers_failed": failed,
-        "suite": score_suite(run.referee, run.store, cfg, out, ok),
+        "suite": judge.suite(ok),
         "rounds_log": {str(r): s for r, s in sorted(strategy.rounds.items())},
     }
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    (run.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     return summary
 
 
 def build_secagg_server_app(
-    cfg: ExperimentConfig, rule: str, out: Path, progress: Progress | None = None, control: RunControl | None = None
+    cfg: ExperimentConfig,
+    rule: str,
+    layout: RunLayout,
+    judge: Judge,
+    progress: Progress | None = None,
+    control: RunControl | None = None,
 ) -> ServerApp:
     """A ServerApp whose main runs ``cfg`` under SecAgg+ (used by ``leakbed run``)."""
     bound = ServerApp()
 
     @bound.main()
     def _main(grid: Grid, context: Context) -> None:
-        controlled_main(lambda g: run_secagg_federation(g, context, cfg, rule, out, progress), grid, control)
+        controlled_main(lambda g: run_secagg_federation(g, context, cfg, rule, layout, judge, progress), grid, control)
 
     return bound

@@ -1,19 +1,23 @@
 """The shuffler stage (seed 001 §3, "De-identification in FL"): strips every reply of identity.
 
-It removes the node id, timing and arrival order, assigns an opaque update id, seals the ground
-truth for the referee only, and emits plain anonymous updates for aggregation and the attacks.
+It removes the node id, timing and arrival order, assigns an opaque update id (from the referee's
+per-run key, which no seed regenerates), seals the ground truth for the referee only, and emits
+plain anonymous updates for aggregation and the attacks, in an order given by their content alone
+(a hash of the weights the attack side receives anyway), so the order carries nothing else.
 With ``batch_min`` > 0 it holds them across rounds and releases batches (``server/batching.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from flwr.app import Message
 
 from attacks import AnonymousUpdate
-from leakbed.updates import delta_vector
+from core.updates import delta_vector
+from referee.seal import Sealer
 from server.batching import BatchRelease, HeldUpdate, nearest_global
-from server.referee import Referee
 
 TRUTH_KEY = "leakbed-truth"
 
@@ -21,18 +25,16 @@ TRUTH_KEY = "leakbed-truth"
 class Shuffler:
     def __init__(
         self,
-        referee: Referee,
+        sealer: Sealer,
         keys: list[str],
-        seed: int,
         *,
         full_updates: bool = False,
         batch_min: int = 0,
         reference: str = "release",
     ) -> None:
-        self._referee = referee
+        self._sealer = sealer
         self._keys = keys
         self._full = full_updates  # pass every parameter's Δw on (suite attacks that read whole updates)
-        self._rng = np.random.default_rng([seed, 0x5A])
         self.batching = BatchRelease(batch_min)
         self._reference = reference
         self._globals: dict[int, dict[str, np.ndarray]] = {}  # global models of the rounds since the last release
@@ -45,9 +47,9 @@ class Shuffler:
             truth = msg.content.config_records[TRUTH_KEY]
             del msg.content[TRUTH_KEY]
             arrays = msg.content.array_records["arrays"]
-            update_id = self._rng.bytes(8).hex()
+            update_id = self._sealer.new_update_id()
             fields = {k: v for k, v in truth.items() if k != "user-id"}
-            self._referee.seal(update_id, str(truth["user-id"]), rnd, fields)
+            self._sealer.seal(update_id, str(truth["user-id"]), rnd, fields)
             n = int(msg.content.metric_records["metrics"]["num-examples"])
             kept = global_arrays if self._full else self._keys
             held.append(HeldUpdate(update_id, rnd, {k: np.array(arrays[k].numpy()) for k in kept}, n))
@@ -63,5 +65,9 @@ class Shuffler:
             out.append(AnonymousUpdate(h.update_id, rnd, delta_vector(ref, h.local, self._keys), h.num_examples, full))
         if released:
             self._globals.clear()
-        order = self._rng.permutation(len(out))
-        return [out[i] for i in order]
+        return sorted(out, key=_content_order)
+
+
+def _content_order(update: AnonymousUpdate) -> str:
+    """A release order that depends only on what the attack side receives anyway (the Δw)."""
+    return hashlib.sha256(np.ascontiguousarray(update.vector).tobytes()).hexdigest()

@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "optimizer", "momentum", "steps")
 
 
+class StartupTimeout(RuntimeError):
+    """The devices of a run did not all connect in time."""
+
+
 @dataclass
 class RoundLog:
     sampled: int = 0
@@ -46,9 +50,11 @@ class CuriousFedAvg(FedAvg):
         seed: int,
         uniform_weights: bool = False,
         max_reply_bytes: int = 0,
+        startup_timeout: float = 300.0,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
+        self._startup_timeout = startup_timeout
         self._uniform = uniform_weights  # dp-fedavg: equal weights, the sensitivity its noise is calibrated to
         self._seed = seed
         self._shuffler = shuffler
@@ -77,9 +83,16 @@ class CuriousFedAvg(FedAvg):
     def _sample(self, server_round: int, grid: Grid) -> list[int]:
         """C·K devices from a per-round seeded RNG (FedAvg's sampler uses the shared global ``random``).
 
-        Only the first round waits for the whole cohort: a device lost later (crashed, disconnected)
-        must not stall the run, the rounds go on with the devices still connected."""
+        Only the first round waits for the whole cohort, and at most ``startup_timeout``: a run
+        whose devices never appear fails with a clear error instead of waiting for ever; a device
+        lost later (crashed, disconnected) must not stall the run, the rounds go on without it."""
+        deadline = time.monotonic() + self._startup_timeout
         while len(nodes := sorted(grid.get_node_ids())) < self.min_available_nodes and server_round == 1:
+            if time.monotonic() > deadline:
+                raise StartupTimeout(
+                    f"only {len(nodes)} of {self.min_available_nodes} devices connected within "
+                    f"fl.startup_timeout = {self._startup_timeout:g} s"
+                )
             time.sleep(1)
         k = max(int(len(nodes) * self.fraction_train), self.min_train_nodes)
         return random.Random(f"{self._seed}/{server_round}").sample(nodes, min(k, len(nodes)))

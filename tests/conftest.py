@@ -10,7 +10,7 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, Error, Message, Metadata, RecordDict
 
-from leakbed.config import ExperimentConfig, build_config
+from core.config import ExperimentConfig, build_config
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -15,7 +15,9 @@ RUN python -m venv /home/app/venv
 
 COPY --chown=app:app pyproject.toml README.md ./
 COPY --chown=app:app proto proto
+COPY --chown=app:app core core
 COPY --chown=app:app leakbed leakbed
+COPY --chown=app:app referee referee
 COPY --chown=app:app server server
 COPY --chown=app:app client client
 COPY --chown=app:app attacks attacks

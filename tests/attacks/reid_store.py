@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from attacks.knowledge import AttackerKnowledge
-from leakbed.config import AttackConfig, ModelConfig
-from leakbed.data.corpus import Corpus, UserData
-from leakbed.store import UpdateStore
-from server.referee import Referee
+from core.config import AttackConfig, ModelConfig
+from core.data.corpus import Corpus, UserData
+from core.store import UpdateStore
+from referee.seal import Sealer
+from referee.truth import Referee
 
 CLASSES = 6
 torch.set_num_threads(1)  # tiny models: threads only contend on a shared machine
@@ -58,7 +59,7 @@ def make(
         return (v / np.linalg.norm(v)).astype(np.float32)
 
     store = UpdateStore(tmp / "store")
-    referee = Referee(tmp / "referee")
+    sealer = Sealer(tmp / "referee")
     for r in range(1, rounds + 1):
         store.write_shadow(r, ids, np.stack([update(u) for u in ids]))
         chosen = [ids[k] for k in rng.choice(users, per_round, replace=False)]
@@ -66,7 +67,7 @@ def make(
         store.write_anon(r, "b0", upd_ids, np.stack([update(u) for u in chosen]), np.full(per_round, 10))
         for uid, u in zip(upd_ids, chosen, strict=True):
             sealed = ids[int(rng.integers(users))] if shuffle else u
-            referee.seal(uid, sealed, r, {"attr-interest": float(attr[sealed]), "label-share": share[sealed].tolist()})
+            sealer.seal(uid, sealed, r, {"attr-interest": float(attr[sealed]), "label-share": share[sealed].tolist()})
         profile = [c @ class_dirs for c in np.eye(CLASSES)[[0] * 3]] + rng.normal(scale=noise, size=(3, dim))
         store._write(
             "profile", f"r{r:06d}", {"vectors": (profile / np.linalg.norm(profile, axis=1, keepdims=True)).astype(np.float32)}
@@ -82,4 +83,4 @@ def make(
         )
     meta = Corpus("synthetic", "multiclass", CLASSES, (1, 4, 4), {})
     knowledge = AttackerKnowledge(prior, meta, ModelConfig(), attack, ["fc.weight"], seed)
-    return Fixture(store, referee, knowledge, ids, attr, share)
+    return Fixture(store, Referee.load(tmp / "referee"), knowledge, ids, attr, share)

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from attacks import attributes
-from leakbed.config import AttackConfig, AttributesConfig, ExperimentConfig
-from leakbed.data.corpus import UserData
-from server import score_attributes
+from core.config import AttackConfig, AttributesConfig, ExperimentConfig
+from core.data.corpus import UserData
+from referee import score_attributes
 from tests.attacks.reid_store import make
 
 ATTACK = AttackConfig(suite=["attributes"], attributes=AttributesConfig(epochs=40))

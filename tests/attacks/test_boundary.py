@@ -2,13 +2,15 @@
 
 import ast
 import dataclasses
-import pickle
+import json
 from pathlib import Path
 
 import numpy as np
 
-from attacks import AnonymousUpdate, RoundSnapshot
-from leakbed.data import federation
+from attacks import AnonymousUpdate, AttackerKnowledge, RoundSnapshot
+from attacks.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON
+from core.data import federation
+from core.derive import derived_seed
 from server.run_parts import knowledge
 from tests.conftest import REPO, tiny_config
 
@@ -52,15 +54,33 @@ def test_records_carry_no_identity():
     assert [f.name for f in dataclasses.fields(RoundSnapshot)] == ["round", "arrays", "train_config"]
 
 
-def test_attacker_knowledge_holds_prior_data_only():
-    cfg = tiny_config()
+def test_attacker_knowledge_holds_prior_data_only(tmp_path):
+    """What the workers read (``AttackerKnowledge.save``: JSON and an npz, no pickle) holds prior
+    data only: no private example, and a seed of the attacker's own, not the experiment's."""
+    cfg = tiny_config("seed=918273645")
     fed = federation(cfg, "random")
     k = knowledge(cfg, fed, ["fc2.weight"])
     assert k.corpus_meta.users == {}
-    blob = pickle.dumps(k)
+    assert k.seed != cfg.seed and k.seed == derived_seed(cfg.seed, "attacker")
+    k.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [KNOWLEDGE_JSON, KNOWLEDGE_ARRAYS]
+    text = (tmp_path / KNOWLEDGE_JSON).read_text()
+    arrays = (tmp_path / KNOWLEDGE_ARRAYS).read_bytes()
+    with np.load(tmp_path / KNOWLEDGE_ARRAYS, allow_pickle=False) as z:  # loads with pickle off: no object arrays
+        assert all(z[name].dtype.kind != "O" for name in z.files)
+    doc = json.loads(text)
+    assert doc["seed"] == k.seed and str(cfg.seed) not in text and str(cfg.seed) not in str(doc)  # no experiment seed
+    assert not {"users", "examples_per_user", "synthetic", "data"} & set(doc["corpus"])  # no data recipe
     for user, split in fed.splits.items():
         prior = {row.tobytes() for row in split.prior.x}
         assert not prior & {row.tobytes() for row in split.private.x}
         assert np.array_equal(k.prior[user].x, split.prior.x)
+        assert split.prior.x[0].tobytes() in arrays  # the check can see an example when one is there
         # no private example travels to the attack workers
-        assert split.private.x[0].tobytes() not in blob
+        for row in split.private.x:
+            assert row.tobytes() not in arrays and row.tobytes() not in text.encode()
+    back = AttackerKnowledge.load(tmp_path)
+    assert back.seed == k.seed and back.keys == k.keys and sorted(back.prior) == sorted(k.prior)
+    for user in k.prior:
+        np.testing.assert_array_equal(back.prior[user].x, k.prior[user].x)
+        np.testing.assert_array_equal(back.prior[user].y, k.prior[user].y)

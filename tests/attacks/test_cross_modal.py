@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from attacks import cross_modal, text_embed
-from leakbed.config import AttackConfig, CrossModalConfig, ExperimentConfig, MatchingConfig
-from leakbed.data.corpus import Corpus, UserData
-from server import score_cross_modal
+from core.config import AttackConfig, CrossModalConfig, ExperimentConfig, MatchingConfig
+from core.data.corpus import Corpus, UserData
+from referee import score_cross_modal
 from tests.attacks.reid_store import make
 
 ATTACK = AttackConfig(

@@ -19,8 +19,8 @@ from attacks.feature_inference import (
     per_sample_features,
     reconstruct_features,
 )
+from core.models import SmallCNN
 from leakbed.cli import main
-from leakbed.models import SmallCNN
 from tests.conftest import tiny_config
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from attacks import matching
-from leakbed.config import AttackConfig, ExperimentConfig, MatchingConfig
-from server import score_matching
+from core.config import AttackConfig, ExperimentConfig, MatchingConfig
+from referee import score_matching
 from tests.attacks.reid_store import make
 
 ATTACK = AttackConfig(suite=["matching"], matching=MatchingConfig(epochs=15, pairs=2000, eval_pairs=4000))

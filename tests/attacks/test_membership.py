@@ -5,9 +5,9 @@ import torch
 
 from attacks.gradient_features import embedding_key, embedding_tokens
 from attacks.membership import is_member, record_tokens
-from leakbed.data.corpus import UserData
-from leakbed.models import LSTMLanguageModel
-from leakbed.training import TrainConfig, local_update, state_arrays
+from core.data.corpus import UserData
+from core.models import LSTMLanguageModel
+from core.training import TrainConfig, local_update, state_arrays
 
 VOCAB, SEQ = 300, 8
 

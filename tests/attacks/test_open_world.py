@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from attacks import open_world
-from leakbed.config import AttackConfig, ExperimentConfig, MatchingConfig, OpenWorldConfig
-from server import score_open_world
+from core.config import AttackConfig, ExperimentConfig, MatchingConfig, OpenWorldConfig
+from referee import score_open_world
 from tests.attacks.reid_store import make
 
 
@@ -57,7 +57,7 @@ def test_no_seen_user_still_matches(tmp_path):
 
 
 def test_sweep_input_is_checked_before_anything_starts():
-    from leakbed.config import ConfigError, build_config
+    from core.config import ConfigError, build_config
     from leakbed.open_world_sweep import parse_seen, sweep_config
 
     assert parse_seen("1,0,0.5") == [0.0, 0.5, 1.0]
@@ -71,9 +71,12 @@ def test_sweep_input_is_checked_before_anything_starts():
 
 
 def test_referee_load_reads_back_sealed_truth(tmp_path):
-    from server.referee import Referee
+    from referee.seal import Sealer
+    from referee.truth import Referee
 
-    ref = Referee(tmp_path)
-    ref.seal("a", "user1", 3, {"attr-tone": 2.0})
+    sealer = Sealer(tmp_path)
+    sealer.seal("a", "user1", 3, {"attr-tone": 2.0})
+    assert not hasattr(sealer, "truth_for") and not hasattr(Referee, "seal")  # sealing is write-only, reading can't seal
     back = Referee.load(tmp_path)
     assert list(back.truth_for(np.array(["a"]))) == ["user1"] and back.field_for(np.array(["a"]), "attr-tone") == [2.0]
+    assert back.records() == [{"update_id": "a", "user_id": "user1", "round": 3, "attr-tone": 2.0}]

@@ -5,11 +5,11 @@ import numpy as np
 import torch
 
 from attacks import AnonymousUpdate, AttackerKnowledge, AttackPool, RoundSnapshot
-from leakbed.data import federation
-from leakbed.models import attack_keys, build_model
-from leakbed.processes import free_port
-from leakbed.store import UpdateStore
-from leakbed.training import state_arrays
+from core.data import federation
+from core.models import attack_keys, build_model
+from core.processes import free_port
+from core.store import UpdateStore
+from core.training import state_arrays
 from tests.conftest import tiny_config
 
 TRAIN = {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0}
@@ -44,7 +44,7 @@ def test_pool_analyses_everything_it_is_tapped(tmp_path):
     knowledge, arrays, keys = _knowledge()
     dim = sum(arrays[k].size for k in keys)
     rng = np.random.default_rng(0)
-    pool = AttackPool(knowledge, str(tmp_path), workers=2, queue_size=8, submit_timeout=30)
+    pool = AttackPool(knowledge, str(tmp_path), workers=2, queue_size=8, submit_timeout=30, run_id="r")
     try:
         for rnd in (1, 2):
             pool.submit_round(RoundSnapshot(rnd, arrays, TRAIN))
@@ -55,7 +55,7 @@ def test_pool_analyses_everything_it_is_tapped(tmp_path):
         pool.close()
     s = pool.stats
     assert (s.tapped, s.analysed, s.dropped, s.failed) == (6, 6, 0, 0) and s.rounds_analysed == 2 and not s.errors
-    store = UpdateStore(tmp_path)
+    store = UpdateStore(tmp_path / "r")
     x, labels, rounds = store.read_shadow()
     assert x.shape == (12, dim) and sorted(set(labels)) == sorted(knowledge.prior) and sorted(set(rounds)) == [1, 2]
     pred = store.read_predictions("knn")
@@ -64,7 +64,7 @@ def test_pool_analyses_everything_it_is_tapped(tmp_path):
 
 def test_a_failing_task_is_counted_not_lost(tmp_path):
     knowledge, arrays, keys = _knowledge()
-    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=30)
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=30, run_id="r")
     try:
         broken = {k: v[..., :1] for k, v in arrays.items()}  # wrong shapes: shadow training fails
         pool.submit_round(RoundSnapshot(1, broken, TRAIN))
@@ -77,7 +77,7 @@ def test_a_failing_task_is_counted_not_lost(tmp_path):
 
 def test_a_full_queue_counts_drops(tmp_path):
     knowledge, arrays, keys = _knowledge()
-    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=1, submit_timeout=0.01)
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=1, submit_timeout=0.01, run_id="r")
     try:
         for rnd in range(1, 6):
             pool.submit_round(RoundSnapshot(rnd, arrays, TRAIN))
@@ -92,7 +92,7 @@ def test_a_full_queue_counts_drops(tmp_path):
 def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path):
     knowledge, arrays, keys = _knowledge()
     dim = sum(arrays[k].size for k in keys)
-    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=16, submit_timeout=30, retry_seconds=120)
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=16, submit_timeout=30, retry_seconds=120, run_id="r")
     try:
         pool.submit_updates(_anon(1, 2, dim, np.random.default_rng(1)))
         assert pool.drain(120)
@@ -107,12 +107,12 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path):
         pool.close()
     s = pool.stats
     assert s.worker_restarts == 1 and (s.tapped, s.analysed, s.dropped, s.failed) == (6, 6, 0, 0)
-    assert len(UpdateStore(tmp_path).read_anon()["ids"]) == 6
+    assert len(UpdateStore(tmp_path / "r").read_anon()["ids"]) == 6
 
 
 def test_several_workers_share_the_load(tmp_path):
     knowledge, arrays, keys = _knowledge()
-    pool = AttackPool(knowledge, str(tmp_path), workers=2, queue_size=16, submit_timeout=30)
+    pool = AttackPool(knowledge, str(tmp_path), workers=2, queue_size=16, submit_timeout=30, run_id="r")
     try:
         deadline = time.monotonic() + 120
         while not all(pool._healthy) and time.monotonic() < deadline:
@@ -130,7 +130,14 @@ def test_unreachable_workers_fail_tasks_after_the_retry_window(tmp_path):
     knowledge, arrays, keys = _knowledge()
     port = free_port()  # nothing listens there
     pool = AttackPool(
-        knowledge, str(tmp_path), workers=1, queue_size=4, submit_timeout=5, addresses=[f"127.0.0.1:{port}"], retry_seconds=1
+        knowledge,
+        str(tmp_path),
+        workers=1,
+        queue_size=4,
+        submit_timeout=5,
+        addresses=[f"127.0.0.1:{port}"],
+        retry_seconds=1,
+        run_id="r",
     )
     try:
         pool.submit_updates(_anon(1, 2, 7, np.random.default_rng(1)))
@@ -148,21 +155,21 @@ def test_interim_scores_reach_the_callback(tmp_path):
     dim = sum(arrays[k].size for k in keys)
     seen = []
     pool = AttackPool(
-        knowledge, str(tmp_path), workers=1, queue_size=8, submit_timeout=30, on_fit=lambda n, p: seen.append((n, p))
+        knowledge, str(tmp_path), workers=1, queue_size=8, submit_timeout=30, on_fit=lambda n, p: seen.append((n, p)), run_id="r"
     )
     try:
         pool.submit_round(RoundSnapshot(1, arrays, TRAIN))
         pool.submit_updates(_anon(1, 3, dim, np.random.default_rng(0)))
         pool.score(["knn"])
         assert pool.drain(120)
-        partial = UpdateStore(tmp_path).read_predictions("knn")
+        partial = UpdateStore(tmp_path / "r").read_predictions("knn")
         pool.submit_round(RoundSnapshot(2, arrays, TRAIN))
         pool.submit_updates(_anon(2, 3, dim, np.random.default_rng(1)))
         pool.fit(["knn"], timeout=120)
     finally:
         pool.close()
     assert seen == [("knn", True), ("knn", False)] and pool.stats.partial_fits == 1
-    assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path).read_predictions("knn")["ids"]) == 6
+    assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path / "r").read_predictions("knn")["ids"]) == 6
 
 
 def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
@@ -171,7 +178,7 @@ def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
     preds = []
     for workers in (1, 2):
         rng = np.random.default_rng(0)
-        pool = AttackPool(knowledge, str(tmp_path / f"w{workers}"), workers=workers, queue_size=8, submit_timeout=30)
+        pool = AttackPool(knowledge, str(tmp_path / f"w{workers}"), workers=workers, queue_size=8, submit_timeout=30, run_id="r")
         try:
             for rnd in (1, 2):
                 pool.submit_round(RoundSnapshot(rnd, arrays, TRAIN))
@@ -180,7 +187,7 @@ def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
         finally:
             pool.close()
         assert not pool.stats.errors
-        store = UpdateStore(tmp_path / f"w{workers}")
+        store = UpdateStore(tmp_path / f"w{workers}" / "r")
         preds.append({n: store.read_predictions(n) for n in ("mlp", "knn")} | {"shadow": store.read_shadow()[0]})
     np.testing.assert_array_equal(preds[0]["shadow"], preds[1]["shadow"])
     for name in ("mlp", "knn"):

@@ -3,8 +3,8 @@ import pytest
 
 from attacks import profile
 from attacks.records import RoundSnapshot
-from leakbed.config import AttackConfig, ExperimentConfig, ProfileConfig, SyntheticConfig
-from server import score_profile
+from core.config import AttackConfig, ExperimentConfig, ProfileConfig, SyntheticConfig
+from referee import score_profile
 from tests.attacks.reid_store import make
 
 ATTACK = AttackConfig(suite=["profile"], mlp_epochs=60, profile=ProfileConfig(target_class=0, top_k=5, fit_ratio=1.5))
@@ -33,11 +33,11 @@ def test_profile_finds_fitting_users_and_falls_to_chance_on_shuffled_owners(tmp_
 def test_profile_updates_train_on_the_class_only(tmp_path):
     """on_round replays a device update with the pooled prior examples of the target class."""
     from attacks.knowledge import AttackerKnowledge
-    from leakbed.config import ModelConfig
-    from leakbed.data.synthetic import generate
-    from leakbed.models import attack_keys, build_model
-    from leakbed.store import UpdateStore
-    from leakbed.training import state_arrays
+    from core.config import ModelConfig
+    from core.data.synthetic import generate
+    from core.models import attack_keys, build_model
+    from core.store import UpdateStore
+    from core.training import state_arrays
 
     corpus = generate(SyntheticConfig(users=3, examples_per_user=20, image_size=8), 0)
     model = build_model(ModelConfig(), corpus)

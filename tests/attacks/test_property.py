@@ -10,10 +10,10 @@ from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_propert
 from attacks.gradient_features import pooled_features
 from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import classifier
-from leakbed.config import build_config
-from leakbed.data import federation
-from leakbed.models import build_model
-from leakbed.training import state_arrays
+from core.config import build_config
+from core.data import federation
+from core.models import build_model
+from core.training import state_arrays
 
 TRAIN = {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0, "steps": 1}
 

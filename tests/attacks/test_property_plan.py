@@ -5,10 +5,10 @@ import numpy as np
 import torch
 
 from client.batch_truth import batch_truth
-from leakbed.config import build_config
-from leakbed.data.corpus import UserData
-from leakbed.property_plan import planned_data, property_holders
-from leakbed.training import TrainConfig, batch_indices
+from core.config import build_config
+from core.data.corpus import UserData
+from core.property_plan import planned_data, property_holders
+from core.training import TrainConfig, batch_indices
 
 
 def _data(n=20):

@@ -3,7 +3,7 @@ import pytest
 
 from attacks.reidentify import fit_score, make_attacker
 from attacks.scoring import reid_metrics
-from leakbed.config import AttackConfig
+from core.config import AttackConfig
 
 CFG = AttackConfig(mlp_epochs=200)
 

@@ -1,4 +1,4 @@
-"""The gRPC attack service: transport round trip, at-least-once de-duplication, store-root guard."""
+"""The gRPC attack service: transport round trip, at-least-once de-duplication, run-id guard."""
 
 import grpc
 import numpy as np
@@ -7,9 +7,9 @@ import pytest
 from attacks import AnonymousUpdate, RoundSnapshot, transport
 from attacks.transport import pb, pb_grpc
 from attacks.worker import main, serve
-from leakbed import telemetry
-from leakbed.processes import free_port
-from leakbed.store import UpdateStore
+from core import telemetry
+from core.processes import free_port
+from core.store import UpdateStore
 
 
 def _update(uid: str, rnd: int = 1, full: bool = False) -> AnonymousUpdate:
@@ -19,7 +19,7 @@ def _update(uid: str, rnd: int = 1, full: bool = False) -> AnonymousUpdate:
 
 
 def test_records_survive_the_wire_exactly():
-    run = transport.run_msg("r", "/tmp/x")
+    run = transport.run_msg("r")
     ups = [_update("0a", full=True), _update("0b", full=True)]
     back = transport.updates_of(pb.UpdatesRequest.FromString(transport.updates_request(run, "b1", ups).SerializeToString()))
     for a, b in zip(ups, back, strict=True):
@@ -48,7 +48,7 @@ def two_workers(tmp_path):
 
 def test_a_redelivered_batch_is_filed_once_whichever_worker_gets_it(tmp_path, two_workers):
     a, b = two_workers
-    run = transport.run_msg("run1", str(tmp_path / "store"))
+    run = transport.run_msg("run1")
     dups_before = telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_duplicates_total") or 0.0
     batch = transport.updates_request(run, "b1", [_update("01"), _update("02")])
     first = a.Updates(batch, timeout=30)
@@ -57,19 +57,20 @@ def test_a_redelivered_batch_is_filed_once_whichever_worker_gets_it(tmp_path, tw
     assert (first.stored, first.duplicates, first.error) == (2, 0, "")
     assert (again.stored, again.duplicates) == (0, 2)
     assert (overlap.stored, overlap.duplicates) == (1, 1)
-    ids = UpdateStore(tmp_path / "store").read_anon()["ids"]
+    ids = UpdateStore(tmp_path / "run1").read_anon()["ids"]
     assert sorted(map(str, ids)) == ["01", "02", "03"]
     assert telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_duplicates_total") - dups_before == 3
 
 
-def test_a_store_outside_the_worker_root_is_refused(tmp_path, two_workers):
-    ack = two_workers[0].Updates(transport.updates_request(transport.run_msg("r", "/"), "b", [_update("01")]), timeout=30)
-    assert "outside this worker's --store root" in ack.error and ack.stored == 0
-    assert not list(tmp_path.rglob("*.npz"))
+@pytest.mark.parametrize("run_id", ["../x", "a/b", "/", "..", "", ".hidden", "x" * 65, "a\\b", "../../etc"])
+def test_a_run_id_that_is_not_one_folder_name_is_refused(tmp_path, two_workers, run_id):
+    ack = two_workers[0].Updates(transport.updates_request(transport.run_msg(run_id), "b", [_update("01")]), timeout=30)
+    assert "ValueError" in ack.error and "bad run id" in ack.error and ack.stored == 0
+    assert not list(tmp_path.rglob("*.npz")) and not (tmp_path.parent / "x").exists()  # nothing filed, in or beside the root
 
 
 def test_a_failing_task_is_acknowledged_with_its_error(tmp_path, two_workers):
-    run = transport.run_msg("r", str(tmp_path / "s"))  # no knowledge.pkl there
+    run = transport.run_msg("s")  # no knowledge.json in <root>/s
     before = telemetry.WORKER_REGISTRY.get_sample_value("leakbed_worker_tasks_total", {"kind": "fit", "outcome": "error"}) or 0.0
     ack = two_workers[1].Fit(pb.FitRequest(run=run, attack="knn"), timeout=30)
     assert "FileNotFoundError" in ack.error and ack.worker_pid > 0

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from attacks import suite
-from leakbed.store import UpdateStore
+from core.store import UpdateStore
 
 
 def test_unknown_suite_attack_is_a_clear_error():

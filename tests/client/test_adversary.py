@@ -19,11 +19,11 @@ from client.adversary import (
     property_score,
     synthetic_aggregates,
 )
-from leakbed.config import ConfigError, build_config
-from leakbed.data import federation
-from leakbed.models import build_model
-from leakbed.multitask import _with_hidden, check_adversary, hidden_size, multitask_update
-from leakbed.training import TrainConfig, local_update, state_arrays
+from core.config import ConfigError, build_config
+from core.data import federation
+from core.models import build_model
+from core.multitask import _with_hidden, check_adversary, hidden_size, multitask_update
+from core.training import TrainConfig, local_update, state_arrays
 from tests.conftest import tiny_config
 
 

@@ -4,8 +4,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 
 from client.app import TRUTH_KEY, train
-from leakbed.data import federation
-from leakbed.models import build_model
+from core.data import federation
+from core.models import build_model
 from server.run_parts import train_config
 from tests.conftest import fake_message, tiny_config
 

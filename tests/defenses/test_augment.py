@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from core.data import UserData, federation
 from defenses.augment import _clusters, apply_data_defenses, bkg_repl, mm_aug, rand_aug
 from defenses.background import background_pool
-from leakbed.data import UserData, federation
 from tests.conftest import tiny_config
 
 
@@ -61,7 +61,7 @@ def test_only_adopters_change_their_data():
 
 
 def test_outside_background_needs_outside_users():
-    from leakbed.data import DataError
+    from core.data import DataError
 
     cfg = tiny_config("background.source='outside'")
     with pytest.raises(DataError, match="no users outside"):

@@ -11,12 +11,12 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 
 from client.app import app, train
+from core.config import DefenseConfig, ExperimentConfig
+from core.data import federation
+from core.models import build_model
+from core.privacy import gaussian_epsilon, rdp_epsilon
 from defenses.compat import check_defenses
 from defenses.dp import local_dp_mod
-from leakbed.config import DefenseConfig, ExperimentConfig
-from leakbed.data import federation
-from leakbed.models import build_model
-from leakbed.privacy import gaussian_epsilon, rdp_epsilon
 from server.dp import SeededDpFixedClipping, privacy_summary, wrap_dp
 from tests.client.test_client_app import _context, _train_message
 from tests.conftest import arrays_of, fake_message, tiny_config

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from client.app import app, train
+from core.data import federation
+from core.models import LSTMLanguageModel, build_model
+from core.training import TrainConfig, local_update, state_arrays
 from defenses.dropout import device_dropout, dropout_during
-from leakbed.data import federation
-from leakbed.models import LSTMLanguageModel, build_model
-from leakbed.training import TrainConfig, local_update, state_arrays
 from tests.client.test_client_app import _context, _train_message
 from tests.conftest import tiny_config
 

@@ -2,10 +2,10 @@ import numpy as np
 import torch
 
 from client.app import app, train
+from core.config import DefenseConfig
+from core.data import federation
+from core.models import build_model
 from defenses.update_mods import defend_update, largest_mask
-from leakbed.config import DefenseConfig
-from leakbed.data import federation
-from leakbed.models import build_model
 from tests.client.test_client_app import _context, _train_message
 from tests.conftest import tiny_config
 

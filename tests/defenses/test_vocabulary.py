@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from client.app import app, train
+from core.data import UserData, federation
+from core.data.corpus import Corpus
+from core.models import build_model
 from defenses.compat import check_defenses
 from defenses.vocabulary import allowed_tokens, restrict_data, restrict_update
-from leakbed.data import UserData, federation
-from leakbed.data.corpus import Corpus
-from leakbed.models import build_model
 from tests.client.test_client_app import _context, _train_message
 from tests.conftest import tiny_config
 

@@ -35,6 +35,9 @@ def _resolved(root: Path, overlays: list[str]) -> dict:
     return json.loads(out.stdout)
 
 
+TLS_WORKER_FLAGS = ["--ssl-certfile", "/run/secrets/worker.pem", "--ssl-keyfile", "/run/secrets/worker.key"]
+
+
 def _flag(command: list[str], flag: str) -> str:
     return command[command.index(flag) + 1]
 
@@ -69,7 +72,7 @@ def test_rendering_has_one_supernode_and_clientapp_per_user() -> None:
 
 
 def test_overlays_cover_every_device() -> None:
-    tls = yaml.safe_load(compose.render("tls", supernodes=4, workers=1))
+    tls = yaml.safe_load(compose.render("tls", supernodes=4, workers=2))
     for i in range(4):
         node = tls["services"][f"supernode-{i}"]
         assert "--insecure" not in node["command"]
@@ -77,6 +80,12 @@ def test_overlays_cover_every_device() -> None:
         assert {"source": f"node-{i}-key", "target": "node.key"} in node["secrets"]
         assert tls["secrets"][f"node-{i}-key"]["file"] == f"./deploy/certs/node-{i}"
     assert tls["services"]["register-supernodes"]["environment"]["LEAKBED_SUPERNODES"] == "4"
+    base = yaml.safe_load(compose.render("base", supernodes=4, workers=2))["services"]
+    for w in ("attack-worker-0", "attack-worker-1"):  # an overlay's command replaces the base's: all of it, then TLS
+        worker = tls["services"][w]
+        assert worker["command"] == [*base[w]["command"], *TLS_WORKER_FLAGS]
+        assert {"source": "worker-key", "target": "worker.key"} in worker["secrets"]
+    assert "attack-worker-2" not in tls["services"] and tls["secrets"]["worker-cert"]["file"] == "./deploy/certs/worker.pem"
     gpu = yaml.safe_load(compose.render("gpu", supernodes=4, workers=1))
     assert sorted(gpu["services"]) == [f"clientapp-{i}" for i in range(4)]
 
@@ -95,6 +104,9 @@ def test_cli_renders_and_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -
     # the printed hint is one shell word list: the run config survives the shell's quoting
     hint = shlex.split(err.splitlines()[-1].split("start a run: ", 1)[1])
     assert 'attack.worker_addresses=["attack-worker-0:9500"]' in hint[hint.index("--run-config") + 1]
+    assert cli_main(["compose", "--file", "tls", "--supernodes", "2", "--workers", "1"]) == 0
+    hint = shlex.split(capsys.readouterr().err.splitlines()[-1].split("start a run: ", 1)[1])
+    assert f"attack.tls_root_cert={compose.TLS_ROOT_CERT}" in hint[hint.index("--run-config") + 1]
     assert cli_main(["compose", "--supernodes", "0"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--supernodes 0" in err
@@ -123,6 +135,12 @@ def test_merged_models_are_what_each_overlay_promises() -> None:
         devices = app["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     assert "--root-certificates" in both["serverapp"]["command"]
+    assert {"source": "ca-cert", "target": "ca.crt"} in both["serverapp"]["secrets"]
+    assert compose.TLS_ROOT_CERT == "/run/secrets/ca.crt"  # where that secret is in the serverapp container
+    for w in range(compose.DEFAULT_WORKERS):
+        worker = both[f"attack-worker-{w}"]
+        assert worker["command"][-4:] == TLS_WORKER_FLAGS and _flag(worker["command"], "--store") == "/attack-store"
+        assert {s["target"] for s in worker["secrets"]} == {"worker.pem", "worker.key"}
 
 
 def test_a_fresh_rendering_for_other_counts_validates(tmp_path: Path) -> None:
@@ -151,7 +169,7 @@ def test_compose_files_match_the_compose_spec_schema() -> None:
 
 def test_printed_run_config_is_a_valid_experiment() -> None:
     """The overrides `leakbed compose` prints reach the ServerApp as `set` and validate as a config."""
-    from leakbed.config import load_config, split_overrides
+    from core.config import load_config, split_overrides
 
     sets = compose.overrides(4, 3)
     assert split_overrides(" ".join(sets)) == sets
@@ -160,5 +178,8 @@ def test_printed_run_config_is_a_valid_experiment() -> None:
     assert cfg.attack.worker_addresses == compose.worker_addresses(3)
     assert cfg.telemetry.port == compose.SERVER_METRICS_PORT and cfg.telemetry.host == "0.0.0.0"
     assert cfg.telemetry.hold_seconds > 5  # longer than Prometheus' scrape interval: the final values get scraped
+    assert not cfg.attack.tls_root_cert  # plaintext workers in the base deployment
+    tls = load_config(None, compose.overrides(4, 3, tls=True))
+    assert tls.attack.tls_root_cert == compose.TLS_ROOT_CERT and tls.attack.worker_addresses == cfg.attack.worker_addresses
     scrape = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
     assert int(scrape.rstrip("s")) < cfg.telemetry.hold_seconds

@@ -4,11 +4,13 @@ No Docker engine runs here, so these tests take the compose model as the compose
 it (``docker-compose config``) for 2 SuperNodes and 1 attack worker and start every Flower and
 leakbed service of it as a local process: the same executables (the images' entrypoints), the
 same arguments, service host names and container ports mapped to 127.0.0.1 and free ports,
-``/data`` to a temp folder, ``/run/secrets/<target>`` to the secret's file. Then a run starts
+the volumes ``/data``, ``/attack-store`` and ``/referee`` to temp folders, ``/run/secrets/<target>``
+to the secret's file. Then a run starts
 with the run config ``leakbed compose`` prints, as a user would. They check every flag the
 compose files pass (SuperLink and SuperNodes in process isolation, one SuperExec per SuperNode,
 the attack worker CLI, and with the TLS overlay: certificates, SuperNode registration and
-authentication), the run's report, and the /metrics endpoints Prometheus scrapes; not the images.
+authentication, the attack workers' TLS), the run's report, and the /metrics endpoints Prometheus
+scrapes; not the images.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from core.layout import RunLayout
 from leakbed import compose
 from tests.deploy.tools import REPO, compose_binary, run
 from tests.integration.procs import (
@@ -80,8 +83,12 @@ def rendered_tree(tmp_path: Path) -> Path:
     return root
 
 
+VOLUMES = ("/data", "/attack-store", "/referee")  # container paths of the compose volumes
+
+
 class Mapping:
-    """Service host names -> 127.0.0.1, container ports -> free local ports, /data -> a temp folder."""
+    """Service host names -> 127.0.0.1, container ports -> free local ports, volumes -> temp folders
+    (``/data`` -> ``data``, the others -> folders of the same name beside it)."""
 
     def __init__(self, services: dict, data: Path, secrets: dict) -> None:
         self.hosts = set(services)
@@ -92,6 +99,10 @@ class Mapping:
                 container_ports.add(cmd[cmd.index("--port") + 1])
         self.ports = dict(zip(sorted(container_ports), map(str, free_ports(len(container_ports))), strict=True))
         self.data = data
+        self.volumes = {v: data if v == "/data" else data.parent / v.lstrip("/") for v in VOLUMES}
+        for folder in self.volumes.values():
+            if folder != data:
+                folder.mkdir(parents=True, exist_ok=True)
         self.secrets = secrets
 
     def value(self, text: str, svc: dict | None = None) -> str:
@@ -101,7 +112,9 @@ class Mapping:
         for s in (svc or {}).get("secrets", []):
             text = text.replace(f"/run/secrets/{s['target']}", self.secrets[s["source"]]["file"])
         text = re.sub(r"([a-z][a-z0-9-]*):(\d+)", host_port, text)
-        return text.replace("0.0.0.0", "127.0.0.1").replace("/data", str(self.data))
+        volume = "|".join(map(re.escape, VOLUMES))
+        text = re.sub(rf"(?<![\w./-])({volume})(?![\w.-])", lambda v: str(self.volumes[v[1]]), text)
+        return text.replace("0.0.0.0", "127.0.0.1")
 
     def argv(self, svc: dict) -> list[str]:
         entry = svc.get("entrypoint") or [IMAGE_ENTRYPOINTS[svc["image"].split(":")[0]]]
@@ -160,9 +173,10 @@ def start(procs: Procs, m: Mapping, services: dict, name: str, env: dict[str, st
     procs.start(name, m.argv(svc), env)
 
 
-def run_and_check(procs: Procs, m: Mapping, env: dict[str, str]) -> None:
-    """``flwr run`` with the printed run config (plus the tests' small run); check the report and /metrics."""
-    overrides = [m.value(o) for o in compose.overrides(SUPERNODES, WORKERS)]
+def run_and_check(procs: Procs, m: Mapping, env: dict[str, str], services: dict, tls: bool = False) -> None:
+    """``flwr run`` with the printed run config (plus the tests' small run); check the report and /metrics.
+    With ``tls`` the run config names the CA as the serverapp container sees it (its secrets)."""
+    overrides = [m.value(o, services["serverapp"]) for o in compose.overrides(SUPERNODES, WORKERS, tls)]
     overrides = [re.sub(r"^(telemetry\.port=)(\d+)$", lambda x: x[1] + m.ports[x[2]], o) for o in overrides]
     out = m.data / "runs" / "compose"
     # the last override wins: a short hold is enough for this test's scraper (0.5 s), not for Prometheus (5 s)
@@ -173,7 +187,7 @@ def run_and_check(procs: Procs, m: Mapping, env: dict[str, str]) -> None:
         code, output = run_logged(procs, "flwr-run", cmd, env, 300)
     try:
         assert code == 0 and "Successfully started run" in output, output
-        metrics = check_run_dir(out, "random")
+        metrics = check_run_dir(out, "random", RunLayout(out, m.volumes["/attack-store"], m.volumes["/referee"]))
         assert metrics["pool"]["tapped"] == 4 and (out / "report.md").is_file()
         # The ServerApp holds /metrics open after the run (telemetry.hold_seconds) for a last scrape.
         served = scraper.last
@@ -222,7 +236,7 @@ def test_rendered_topology_runs_a_federation(tmp_path: Path, procs: Procs) -> No
     write_connection(home, "leakbed-compose", f'address = "{m.value("superlink:9093")}"\ninsecure = true')
     env = flower_env(home)
     start_services(procs, m, services, env, m.url(9093, "/health"), None)
-    run_and_check(procs, m, env)
+    run_and_check(procs, m, env, services)
 
 
 @pytest.mark.slow
@@ -239,6 +253,8 @@ def test_tls_overlay_authenticates_supernodes_and_runs(tmp_path: Path, procs: Pr
     home = tmp_path / "flwr-home"
     write_connection(home, "leakbed-compose", f'address = "{m.value("superlink:9093")}"\nroot-certificates = "{ca}"')
     env = flower_env(home)
+    worker = services["attack-worker-0"]["command"]
+    assert worker[worker.index("--ssl-certfile") + 1] == "/run/secrets/worker.pem" and "--ssl-keyfile" in worker
     start_services(procs, m, services, env, m.url(9093, "/health").replace("http:", "https:"), ca)
-    run_and_check(procs, m, env)
+    run_and_check(procs, m, env, services, tls=True)
     assert os.stat(certs / "node-0").st_mode & 0o077 == 0  # private keys stay private

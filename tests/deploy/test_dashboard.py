@@ -1,5 +1,5 @@
 """The Grafana dashboard, offline: valid JSON with the keys Grafana needs, every PromQL expression
-parses, every metric and label it names is one the exporters register (leakbed.telemetry)."""
+parses, every metric and label it names is one the exporters register (core.telemetry)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
-from leakbed import telemetry
+from core import telemetry
 from tests.deploy.tools import REPO
 
 DASHBOARD = REPO / "deploy/grafana/dashboards/leakbed.json"
@@ -70,7 +70,7 @@ def problems(expr: str, names: dict[str, set[str]]) -> list[str]:
     out = []
     for metric, labels in selectors(expr):
         if metric not in names:
-            out.append(f"{metric}: not exported by leakbed.telemetry")
+            out.append(f"{metric}: not exported by core.telemetry")
             continue
         out += [f"{metric}: no label {label!r}" for label in labels if label not in names[metric]]
     if not selectors(expr):
@@ -145,7 +145,7 @@ def test_dashboard_shows_privacy_utility_and_every_system_metric() -> None:
 def test_the_check_catches_unknown_metrics_labels_and_bad_syntax() -> None:
     names = exported()
     assert problems("rate(leakbed_updates_received_total[1m])", names) == []
-    assert problems("leakbed_no_such_metric", names) == ["leakbed_no_such_metric: not exported by leakbed.telemetry"]
+    assert problems("leakbed_no_such_metric", names) == ["leakbed_no_such_metric: not exported by core.telemetry"]
     assert problems('leakbed_attack_ap{user_id="u1"}', names) == ["leakbed_attack_ap: no label 'user_id'"]
     assert problems("leakbed_updates_received", names)  # a counter is queried as *_total
     with pytest.raises(ValueError):

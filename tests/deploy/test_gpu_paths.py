@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from benchmarks import scale
+from core.config import load_config
 from leakbed import compose
-from leakbed.config import load_config
 from leakbed.simulate import backend_config
 
 

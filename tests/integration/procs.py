@@ -23,16 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from leakbed.processes import alive, all_pids, descendants, terminate
-from leakbed.processes import free_port as free_port  # re-exported for the tests
-from leakbed.processes import free_ports as free_ports
-from leakbed.processes import terminate_tree as terminate_tree
+from core.layout import RunLayout
+from core.processes import alive, all_pids, descendants, terminate
+from core.processes import free_port as free_port  # re-exported for the tests
+from core.processes import free_ports as free_ports
+from core.processes import terminate_tree as terminate_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live
 
 # The run config every integration test uses: 2 users, 2 rounds, both users sampled each round.
-# `set` is split on whitespace outside brackets and quotes on the server (leakbed.config.split_overrides),
+# `set` is split on whitespace outside brackets and quotes on the server (core.config.split_overrides),
 # so the TOML array passes as written inside the single-quoted (literal) value.
 OVERRIDES = (
     "data.synthetic.users=2 fl.rounds=2 fl.fraction_train=1.0 attack.workers=1 "
@@ -213,9 +214,11 @@ USERS = ("user0", "user1")
 ROUNDS = (1, 2)
 
 
-def check_run_dir(run: Path, prior: str = "random") -> dict:
-    """Assert what a 2-user, 2-round run must leave behind; returns the parsed metrics.json."""
-    out = run / prior
+def check_run_dir(run: Path, prior: str = "random", layout: RunLayout | None = None) -> dict:
+    """Assert what a 2-user, 2-round run must leave behind; returns the parsed metrics.json.
+    ``layout``: where its stores are when not in the run folder (the volumes of a compose deployment)."""
+    layout = layout or RunLayout(run)
+    out = layout.results(prior)
     metrics_path = out / "metrics.json"
     listing = sorted(str(p.relative_to(run)) for p in run.rglob("*")) if run.exists() else "nothing"
     assert metrics_path.is_file(), f"no {metrics_path}; the run folder holds {listing}"
@@ -238,7 +241,7 @@ def check_run_dir(run: Path, prior: str = "random") -> dict:
     assert pool["dropped"] == pool["failed"] == 0, pool
 
     # The attack store: exactly 2 anonymous updates per round, opaque ids, unit-norm finite vectors.
-    anon_dir = out / "store" / "anon"
+    anon_dir = layout.store(prior) / "anon"
     files = sorted(anon_dir.glob("r*.npz"))
     assert files, f"no anonymous updates under {anon_dir}"
     ids, rounds, vectors = [], [], []
@@ -256,7 +259,7 @@ def check_run_dir(run: Path, prior: str = "random") -> dict:
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
 
     # The referee's sealed truth: those 4 ids, each user once per round.
-    truth_rows = [json.loads(line) for line in (out / "referee" / "truth.jsonl").read_text().splitlines() if line.strip()]
+    truth_rows = [json.loads(line) for line in (layout.referee(prior) / "truth.jsonl").read_text().splitlines() if line.strip()]
     truth = {row["update_id"]: row["user_id"] for row in truth_rows}
     assert set(truth) == set(ids), (sorted(truth), sorted(ids))
     assert Counter(truth.values()) == {u: 2 for u in USERS}, truth

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from leakbed.config import load_config
+from core.config import load_config
+from core.layout import RunLayout
 from leakbed.report import write_report
 from leakbed.simulate import simulate
 from tests.conftest import REPO
@@ -23,13 +24,13 @@ def run(tmp_path_factory):
         ["fl.rounds=8", "data.property_plan.onset_round=5", "data.synthetic.image_size=8", "adversary.aux_batches=2"],
     )
     (out / "config.toml").write_text("")  # write_report reads per-prior metrics only
-    summary = simulate(cfg, "random", out / "random")
+    summary = simulate(cfg, "random", out)
     return out, summary
 
 
 def test_scores_are_sealed_and_reported_apart(run):
     out, summary = run
-    truth = [json.loads(line) for line in (out / "random" / "referee" / "truth.jsonl").read_text().splitlines()]
+    truth = [json.loads(line) for line in (RunLayout(out).referee("random") / "truth.jsonl").read_text().splitlines()]
     adv = [t for t in truth if t["user_id"] == "user0"]
     assert adv and all(t["adversary"] == 1 for t in adv)
     scored = [t for t in adv if "adv-score" in t]

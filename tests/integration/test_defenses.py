@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from leakbed.privacy import rdp_epsilon
+from core.layout import RunLayout
+from core.privacy import rdp_epsilon
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
 from tests.integration.test_fidelity import SMALL
@@ -49,8 +50,14 @@ def test_mm_aug_halves_reidentification_and_keeps_utility(runs):
     assert _util(mm) / _util(none) >= 0.9
 
 
+def _best(run):
+    return max(u["utility"] for r, u in run["utility"].items() if int(r) > 0)
+
+
 def test_large_noise_destroys_utility(runs):
-    assert _util(runs["noise"]) / _util(runs["none"]) <= 0.7
+    """The small undefended federation learns, unsteadily (its last round varies with the sampled
+    cohort), so the comparison is best round against best round."""
+    assert _best(runs["noise"]) / _best(runs["none"]) <= 0.7
     assert _util(runs["noise"]) <= 0.15  # about 1/10: a random model
 
 
@@ -77,6 +84,6 @@ def test_dp_fedavg_reports_its_epsilon_and_batching_loses_no_update(runs):
     b = run["shuffler"]
     assert b["held"] == 48 and b["batches"] == [18, 18] and b["release_rounds"] == [3, 6] and b["withheld"] == 12
     assert run["pool"]["tapped"] == run["pool"]["analysed"] == b["released"] == 36
-    truth = (runs["dp-batched-dir"] / "referee" / "truth.jsonl").read_text().splitlines()
+    truth = (RunLayout(runs["dp-batched-dir"]).referee("random") / "truth.jsonl").read_text().splitlines()
     assert len(truth) == 48  # every update sealed, released or not
     assert set(run["attackers"]["mlp"]["per_round"]) <= {"3", "6"}  # the attacker sees release rounds only

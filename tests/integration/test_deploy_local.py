@@ -5,14 +5,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from leakbed.deploy_local import scrape, value
+from core.layout import RunLayout
+from leakbed.deploy_local import DeployError, Deployment, scrape, value
 from tests.integration.procs import VENV_BIN, Procs, flower_env, free_port, wait_until
 
 OVERRIDES = [
@@ -51,7 +54,7 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     for attack in ("svm", "knn"):
         ap = value(final, "leakbed_attack_ap", attack=attack, prior="random", world="closed", defense="none")
         assert ap is not None and 0.0 < ap <= 1.0, (attack, ap)
-    metrics = json.loads((out / "run" / "random" / "metrics.json").read_text())
+    metrics = json.loads((RunLayout(out / "run").results("random") / "metrics.json").read_text())
     assert metrics["attackers"]["svm"]["ap"] == pytest.approx(value(final, "leakbed_attack_ap", attack="svm", prior="random"))
     with urllib.request.urlopen(url, timeout=5) as r:
         text = r.read().decode()
@@ -61,13 +64,39 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
 
     # TLS with a private CA, every SuperNode's key registered, attack work done by the 2 external workers
     assert (out / "certs" / "ca.crt").is_file() and (out / "certs" / "server.pem").is_file()
+    # ... and the attack workers served over TLS, verified by the pool against that CA
+    assert (out / "certs" / "worker.pem").is_file()
+    assert all("(TLS, " in (out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2))
+    # ... each in its jail: PID 1 of its own namespace, seeing the attack store only
+    assert all(", pid 1)" in (out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2))
+    assert f'tls_root_cert = "{out / "certs" / "ca.crt"}"' in (out / "experiment.toml").read_text()
     for i in range(3):
         assert "registered successfully" in (out / "logs" / f"register-{i}.log").read_text()
     assert metrics["pool"]["worker_restarts"] == 0 and sum(metrics["pool"]["tasks_by_worker"].values()) >= 6
-    assert not (out / "run" / "random" / "store" / "workers").exists(), "the ServerApp spawned local workers"
+    layout = RunLayout(out / "run")
+    assert (layout.store("random") / "anon").is_dir(), "the external workers filed nothing in the run's store"
+    assert not (layout.store_root / "workers").exists(), "the ServerApp spawned local workers"
     rounds_log = metrics["rounds_log"]
     assert all(rounds_log[r]["received"] == 3 and rounds_log[r]["failed"] == 0 for r in ("1", "2")), rounds_log
 
     assert cli.popen.wait(timeout=300) == 0, procs.tails()
     output = cli.stdout.read_text()
     assert "[random] finished after round 2" in output and "svm AP" in output, output
+
+
+def test_a_finished_flwr_run_is_not_a_dead_process(tmp_path: Path) -> None:
+    """``flwr-run-<prior>`` may exit 0 (the next prior's run follows); any other exit is a failure."""
+    dep = Deployment(tmp_path, dict(os.environ))
+    try:
+        dep.start("flwr-run-random", [sys.executable, "-c", "pass"]).wait(timeout=60)
+        dep.start("attack-worker-0", [sys.executable, "-c", "import time; time.sleep(60)"])
+        dep.check_alive()  # a finished run and a live worker
+        dep.start("flwr-run-chrono", [sys.executable, "-c", "raise SystemExit(3)"]).wait(timeout=60)
+        with pytest.raises(DeployError, match="flwr-run-chrono exited with code 3"):
+            dep.check_alive()
+        dep.procs.pop("flwr-run-chrono")
+        dep.start("supernode-0", [sys.executable, "-c", "pass"]).wait(timeout=60)
+        with pytest.raises(DeployError, match="supernode-0 exited with code 0"):
+            dep.check_alive()
+    finally:
+        dep.stop(grace=5)

@@ -18,12 +18,13 @@ import pytest
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from leakbed import telemetry
-from leakbed.config import build_config
+from core import telemetry
+from core.config import build_config
+from core.layout import RunLayout
+from core.store import UpdateStore
 from leakbed.deploy_local import scrape, value
-from leakbed.store import UpdateStore
+from referee.seal import Sealer
 from server.metrics import RunTelemetry, observe_round
-from server.referee import Referee
 from server.shuffler import TRUTH_KEY, Shuffler
 from server.strategy import TRAIN_KEYS, CuriousFedAvg
 from tests.conftest import arrays_of, fake_message
@@ -74,7 +75,7 @@ def test_malformed_updates_are_rejected_counted_and_not_aggregated(tmp_path, mon
     monkeypatch.setattr(TaskIdentity, "_task_id", 1)
     pool = _Pool()
     strategy = CuriousFedAvg(
-        shuffler=Shuffler(Referee(tmp_path / "ref"), ["fc.weight", "fc.bias"], 0),
+        shuffler=Shuffler(Sealer(tmp_path / "ref"), ["fc.weight", "fc.bias"]),
         pool=pool,
         seed=0,
         fraction_train=1.0,
@@ -119,14 +120,17 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
     ]
     cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
     cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
-    store = run / "random" / "store"
-    workers = rf"attacks\.worker --port \d+ --store {re.escape(str(store.resolve()))}"
+    layout = RunLayout(run)
+    store = layout.store("random")
+    # the worker processes themselves (not a jail's unshare, whose command line names them too): they
+    # are given the store root, and file this prior's updates under <root>/random
+    workers = rf"^\S+ -m attacks\.worker --port \d+ --store {re.escape(str(layout.store_root.resolve()))}( |$)"
     wait_until(lambda: len(find_pids(workers)) == 2 and any((store / "anon").glob("r000001-*.npz")), 300, "round 1 filed", procs)
     victim = min(find_pids(workers))
     os.kill(victim, signal.SIGKILL)
     assert cli.popen.wait(timeout=400) == 0, procs.tails()
 
-    metrics = json.loads((run / "random" / "metrics.json").read_text())
+    metrics = json.loads((layout.results("random") / "metrics.json").read_text())
     pool = metrics["pool"]
     assert pool["worker_restarts"] >= 1, pool
     assert pool["tapped"] == pool["analysed"] == 24 and pool["failed"] == pool["dropped"] == 0, pool
@@ -184,7 +188,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
     assert started.popen.wait(timeout=120) == 0, procs.tails()
     assert_run_completed(procs, "local-deployment", env)
 
-    metrics = json.loads((run / "random" / "metrics.json").read_text())
+    metrics = json.loads((RunLayout(run).results("random") / "metrics.json").read_text())
     failed = {r: log["failed"] for r, log in metrics["rounds_log"].items()}
     assert failed == {"1": 0, "2": 1}, metrics["rounds_log"]  # the dead device: an error reply or none
     pool = metrics["pool"]

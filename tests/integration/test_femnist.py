@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from leakbed.config import load_config
+from core.config import load_config
+from core.layout import RunLayout
+from core.store import UpdateStore
 from leakbed.simulate import simulate
-from leakbed.store import UpdateStore
 from tests.conftest import REPO, SHARED_DATA
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def femnist_run(tmp_path_factory):
         ],
     )
     out = tmp_path_factory.mktemp("femnist")
-    return simulate(cfg, "random", out / "random"), out / "random"
+    return simulate(cfg, "random", out), RunLayout(out)
 
 
 def test_real_writers_train_and_every_update_is_scored(femnist_run):
@@ -38,7 +39,7 @@ def test_real_writers_train_and_every_update_is_scored(femnist_run):
     assert run["pool"]["tapped"] == run["pool"]["analysed"] == sampled == 8 * 8
     final, first = run["utility"]["8"]["accuracy"], run["utility"]["0"]["accuracy"]
     assert final > 2 * first and final > 2 / 62, (first, final)  # learning, above the 1/62 class chance
-    anon = UpdateStore(out / "store").read_anon()
+    anon = UpdateStore(out.store("random")).read_anon()
     assert anon["vectors"].shape == (64, 16 * 1 * 9 + 16)  # first conv layer: weight + bias
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import leakbed.feature_eval as feature_eval
-from leakbed.config import load_config
+from core.config import load_config
 from tests.conftest import REPO, SHARED_DATA
 
 pytestmark = pytest.mark.slow

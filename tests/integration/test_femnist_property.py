@@ -1,12 +1,13 @@
 """Passive batch property inference (seed 002 §7.1.4) on real FEMNIST writers: the property is a
-bold stroke measured from the pixels (leakbed/data/handwriting.py), independent of the character,
+bold stroke measured from the pixels (core/data/handwriting.py), independent of the character,
 so the attacker must read it from the update, not from the labels."""
 
 import json
 
 import pytest
 
-from leakbed.config import load_config
+from core.config import load_config
+from core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 
@@ -22,7 +23,7 @@ def test_bold_batches_are_told_from_updates(tmp_path):
     )
     run = simulate(cfg, "random", tmp_path)
     prop = run["suite"]["property"]
-    truth = [json.loads(line) for line in (tmp_path / "referee" / "truth.jsonl").read_text().splitlines()]
+    truth = [json.loads(line) for line in (RunLayout(tmp_path).referee("random") / "truth.jsonl").read_text().splitlines()]
     # a non-holder whose private images are all bold has nothing left to train on and sends nothing
     assert prop["updates"] == len(truth) > 0.9 * 12 * 12
     assert 0.25 < prop["positive_share"] < 0.75  # both kinds of batches occur: holders and non-holders

@@ -6,8 +6,10 @@ import json
 import numpy as np
 import pytest
 
+from core.derive import derived_seed
+from core.layout import RunLayout
+from core.store import UpdateStore
 from leakbed.simulate import simulate
-from leakbed.store import UpdateStore
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow
@@ -27,9 +29,9 @@ SMALL = [
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("fidelity")
     return {
-        "biased-random": simulate(tiny_config(*SMALL), "random", out / "biased-random"),
-        "biased-chrono": simulate(tiny_config(*SMALL), "chrono", out / "biased-chrono"),
-        "iid-random": simulate(tiny_config(*SMALL, "data.synthetic.bias=0"), "random", out / "iid-random"),
+        "biased-random": simulate(tiny_config(*SMALL), "random", out / "biased"),
+        "biased-chrono": simulate(tiny_config(*SMALL), "chrono", out / "biased"),
+        "iid-random": simulate(tiny_config(*SMALL, "data.synthetic.bias=0"), "random", out / "iid"),
     }
 
 
@@ -56,13 +58,27 @@ def test_every_tapped_update_is_analysed_and_scored(runs):
         assert run["attackers"]["mlp"]["n_updates"] == sampled
 
 
+def _rows(anon: dict) -> list[tuple[int, bytes]]:
+    """The anonymous updates as a multiset: (round, vector bytes), in a canonical order."""
+    return sorted((int(r), np.ascontiguousarray(v).tobytes()) for r, v in zip(anon["round"], anon["vectors"], strict=True))
+
+
 def test_same_seed_same_numbers(tmp_path):
+    """The same seed gives the same metrics and the same updates; the update ids are opaque
+    (a random per-run key, not the seed), so they differ between the two runs and no seeded
+    generator the attack side could hold regenerates them."""
     cfg = tiny_config()
     a = simulate(cfg, "random", tmp_path / "a")
     b = simulate(cfg, "random", tmp_path / "b")
     assert json.dumps(a["attackers"], sort_keys=True) == json.dumps(b["attackers"], sort_keys=True)
     assert a["utility"] == b["utility"]
-    va, vb = UpdateStore(tmp_path / "a" / "store").read_anon(), UpdateStore(tmp_path / "b" / "store").read_anon()
-    assert np.array_equal(va["ids"], vb["ids"]) and np.array_equal(va["vectors"], vb["vectors"])
+    va = UpdateStore(RunLayout(tmp_path / "a").store("random")).read_anon()
+    vb = UpdateStore(RunLayout(tmp_path / "b").store("random")).read_anon()
+    assert len(va["ids"]) == len(vb["ids"]) > 0 and _rows(va) == _rows(vb)
+    ids_a, ids_b = set(map(str, va["ids"])), set(map(str, vb["ids"]))
+    assert len(ids_a) == len(ids_b) == len(va["ids"]) and not ids_a & ids_b
+    for seed in (cfg.seed, derived_seed(cfg.seed, "attacker"), derived_seed(cfg.seed, "sampling")):
+        rng = np.random.default_rng([seed, 0x5A])  # how the shuffler used to draw them
+        assert not {rng.bytes(8).hex() for _ in range(4 * len(ids_a))} & (ids_a | ids_b)
     c = simulate(tiny_config("seed=1"), "random", tmp_path / "c")
     assert c["utility"] != a["utility"]

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from leakbed.data import federation
+from core.data import federation
+from core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
 
@@ -31,7 +32,8 @@ def test_property_appears_at_onset_and_is_inferred(tmp_path):
         'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path)
-    truth = [json.loads(line) for line in (tmp_path / "referee" / "truth.jsonl").read_text().splitlines()]
+    layout = RunLayout(tmp_path)
+    truth = [json.loads(line) for line in (layout.referee("random") / "truth.jsonl").read_text().splitlines()]
     assert len(truth) == 18 and all(0 < t["batch-examples"] <= 8 for t in truth)
     for t in truth:  # the plan as the devices report it: only holders, only from the onset, only marked images
         held = t["user_id"] in holders and t["round"] >= 2
@@ -40,5 +42,6 @@ def test_property_appears_at_onset_and_is_inferred(tmp_path):
     assert prop["updates"] == 18 and prop["positive_share"] == 6 / 18
     assert prop["auc"] > 0.75  # pure property batches against property-free ones
     assert prop["dataset_holders"] == 3 and prop["dataset_auc"] is not None
-    assert (tmp_path / "property_timeline.png").stat().st_size > 0 and prop["figures"] == ["property_timeline.png"]
+    assert (layout.results("random") / "property_timeline.png").stat().st_size > 0
+    assert prop["figures"] == ["property_timeline.png"]
     assert np.isfinite(prop["auc_majority"])

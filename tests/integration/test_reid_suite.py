@@ -31,7 +31,7 @@ SMALL = [
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("reid-suite")
-    summary = simulate(tiny_config(*SMALL), "random", out / "random")
+    summary = simulate(tiny_config(*SMALL), "random", out)
     return out, summary
 
 

@@ -7,8 +7,9 @@ import json
 import numpy as np
 
 from client.secagg import SecAggDevice
+from core.layout import RunLayout
+from core.store import UpdateStore
 from leakbed.simulate import simulate
-from leakbed.store import UpdateStore
 from server.run_parts import train_config
 from server.secagg import CANNOT_RUN
 from tests.conftest import tiny_config
@@ -34,10 +35,11 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
     agg = run["suite"]["aggregate-property"]
     assert agg["aggregates"] == 2 and agg["participants_mean"] == 3.0
 
-    truth = [json.loads(line) for line in (tmp_path / "referee" / "truth.jsonl").read_text().splitlines()]
+    layout = RunLayout(tmp_path)
+    truth = [json.loads(line) for line in (layout.referee("random") / "truth.jsonl").read_text().splitlines()]
     assert [t["round"] for t in truth] == [1, 2] and all(t["participants"] == 3 for t in truth)
     # the aggregate of round 1 is the num_examples-weighted mean of the participants' own updates
-    store = UpdateStore(tmp_path / "store")
+    store = UpdateStore(layout.store("random"))
     before, after = store.read_global(1), store.read_global(2)
     names = list(before)
     config = {**dict(train_config(cfg, "random").items()), "server-round": 1}
@@ -48,5 +50,5 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
         mean = sum(w * o[0][i] for w, o in zip(weights, outs, strict=True)) / weights.sum()
         np.testing.assert_allclose(after[k], mean, atol=5e-5)  # SecAgg+ quantizes to 2·8/2^22 steps
     assert not np.allclose(after[names[0]], before[names[0]])
-    report = (tmp_path / "metrics.json").read_text()
+    report = (layout.results("random") / "metrics.json").read_text()
     assert "cannot run: secure aggregation hides individual updates" in report

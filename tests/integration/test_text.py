@@ -2,8 +2,9 @@
 
 import pytest
 
+from core.layout import RunLayout
+from core.store import UpdateStore
 from leakbed.simulate import simulate
-from leakbed.store import UpdateStore
 from tests.conftest import SHARED_DATA, tiny_config
 
 pytestmark = pytest.mark.slow
@@ -25,6 +26,6 @@ def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
     assert run["users"] == 4 and run["attack_layers"] == ["fc.weight", "fc.bias"]
     assert run["pool"]["tapped"] == run["pool"]["analysed"] == 4
     assert 0.0 < run["utility"]["2"]["top5"] <= 1.0
-    vectors = UpdateStore(tmp_path / "store").read_anon()["vectors"]
+    vectors = UpdateStore(RunLayout(tmp_path).store("random")).read_anon()["vectors"]
     vocab = vectors.shape[1] // 65  # fc: 64 hidden units + bias per vocabulary entry
     assert vectors.shape == (4, 65 * vocab) and vocab > 60

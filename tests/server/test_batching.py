@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from leakbed.updates import delta_vector
+from core.updates import delta_vector
+from referee.seal import Sealer
 from server.batching import BatchRelease, HeldUpdate
-from server.referee import Referee
 from server.shuffler import Shuffler
 from tests.conftest import arrays_of
 from tests.server.test_shuffler_referee import GLOBAL, reply
@@ -44,8 +44,7 @@ def test_a_batch_spans_rounds_and_reports_its_delay():
 
 
 def test_the_shuffler_releases_batches_against_the_release_rounds_model(tmp_path):
-    referee = Referee(tmp_path / "referee")
-    shuffler = Shuffler(referee, ["fc.weight"], seed=0, batch_min=4)
+    shuffler = Shuffler(Sealer(tmp_path / "referee"), ["fc.weight"], batch_min=4)
     g1 = GLOBAL
     g2 = {k: v + np.linspace(-0.5, 0.5, v.size).reshape(v.shape) for k, v in GLOBAL.items()}  # next round's model
     assert shuffler.process(1, g1, [reply("alice", 1, 1.0), reply("bob", 2, -2.0), reply("carol", 3, 0.5)]) == []
@@ -63,14 +62,13 @@ def test_the_shuffler_releases_batches_against_the_release_rounds_model(tmp_path
 
 
 def test_without_batching_the_shuffler_is_unchanged(tmp_path):
-    anon = Shuffler(Referee(tmp_path / "r"), ["fc.weight"], seed=0).process(3, GLOBAL, [reply("alice", 1, 1.0)])
+    anon = Shuffler(Sealer(tmp_path / "r"), ["fc.weight"]).process(3, GLOBAL, [reply("alice", 1, 1.0)])
     local = {k: v + 1.0 for k, v in GLOBAL.items()}
     assert len(anon) == 1 and anon[0].round == 3 and np.allclose(anon[0].vector, delta_vector(GLOBAL, local, ["fc.weight"]))
 
 
 def test_an_adaptive_attacker_finds_each_updates_own_round(tmp_path):
-    referee = Referee(tmp_path / "referee")
-    shuffler = Shuffler(referee, ["fc.weight"], seed=0, batch_min=4, reference="nearest")
+    shuffler = Shuffler(Sealer(tmp_path / "referee"), ["fc.weight"], batch_min=4, reference="nearest")
     g1 = GLOBAL
     g2 = {k: v + np.linspace(-0.5, 0.5, v.size).reshape(v.shape) for k, v in GLOBAL.items()}
     small = np.array([[0.01, -0.02], [0.03, 0.0], [-0.01, 0.02]], np.float32)
@@ -84,7 +82,7 @@ def test_an_adaptive_attacker_finds_each_updates_own_round(tmp_path):
     anon = shuffler.process(2, g2, [near(g2, "carol", 3), near(g2, "dave", 4)])
     expected = delta_vector(g1, {"fc.weight": g1["fc.weight"] + small}, ["fc.weight"])
     assert len(anon) == 4 and all(np.allclose(a.vector, expected) for a in anon)  # every Δw is its true one
-    naive = Shuffler(Referee(tmp_path / "r2"), ["fc.weight"], seed=0, batch_min=4)
+    naive = Shuffler(Sealer(tmp_path / "r2"), ["fc.weight"], batch_min=4)
     naive.process(1, g1, [near(g1, "alice", 1), near(g1, "bob", 2)])
     anon = naive.process(2, g2, [near(g2, "carol", 3), near(g2, "dave", 4)])
     assert sum(np.allclose(a.vector, expected) for a in anon) == 2  # round-1 updates measured from the wrong model

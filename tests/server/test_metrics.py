@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from attacks import PoolStats
-from leakbed import telemetry
-from leakbed.config import build_config
+from core import telemetry
+from core.config import build_config
 from server.metrics import RunTelemetry, defense_label, observe_round
 from server.strategy import RoundLog
 

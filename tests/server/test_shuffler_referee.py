@@ -1,11 +1,15 @@
+import hashlib
+import itertools
 import json
 import pickle
 
 import numpy as np
+import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
-from leakbed.store import UpdateStore
-from server.referee import Referee
+from core.store import UpdateStore
+from referee.seal import Sealer, TruthExists
+from referee.truth import Referee
 from server.shuffler import TRUTH_KEY, Shuffler
 from tests.conftest import arrays_of, fake_message
 
@@ -27,10 +31,9 @@ def reply(user: str, node: int, value: float, n: int = 10):
 
 
 def test_shuffler_strips_identity_and_seals_truth(tmp_path):
-    referee = Referee(tmp_path / "referee")
     nodes = [0x1F2E3D4C5B6A7988, 0x7A6B5C4D3E2F1021, 0x2B3C4D5E6F708192]  # 64-bit, as Flower's node ids
     msgs = [reply("alice", nodes[0], 1.0), reply("bob", nodes[1], -2.0), reply("carol", nodes[2], 0.5)]
-    anon = Shuffler(referee, ["fc.weight"], seed=0).process(4, GLOBAL, msgs)
+    anon = Shuffler(Sealer(tmp_path / "referee"), ["fc.weight"]).process(4, GLOBAL, msgs)
     assert len(anon) == 3 and all(TRUTH_KEY not in m.content.config_records for m in msgs)
     blob = pickle.dumps(anon)
     for secret in (b"alice", b"bob", b"carol"):
@@ -42,22 +45,59 @@ def test_shuffler_strips_identity_and_seals_truth(tmp_path):
     assert all(np.isclose(np.linalg.norm(a.vector), 1.0) for a in anon)
     truth = [json.loads(line) for line in (tmp_path / "referee" / "truth.jsonl").read_text().splitlines()]
     assert sorted(t["user_id"] for t in truth) == ["alice", "bob", "carol"]
+    referee = Referee.load(tmp_path / "referee")
     assert sorted(referee.truth_for(np.array([a.update_id for a in anon]))) == ["alice", "bob", "carol"]
 
 
+def _distinct_reply(i: int):
+    """User ``u<i>``'s reply: a Δw of its own direction (not just a scaled copy of the others')."""
+    rng = np.random.default_rng(i)
+    msg = reply(f"u{i}", 100 + i, 0.0, n=i + 1)
+    msg.content["arrays"] = arrays_of({k: v + rng.normal(size=v.shape).astype(np.float32) for k, v in GLOBAL.items()})
+    return msg
+
+
 def test_shuffling_hides_arrival_order(tmp_path):
+    """The release order is a function of the updates' content alone: every arrival order (and
+    every run) gives the same one, sorted by a hash of the Δw the attack side receives anyway."""
     orders = set()
-    for seed in range(6):
-        msgs = [reply(f"u{i}", i, float(i + 1), n=i + 1) for i in range(6)]
-        anon = Shuffler(Referee(tmp_path / f"r{seed}"), ["fc.weight"], seed=seed).process(1, GLOBAL, msgs)
+    arrivals = list(itertools.permutations(range(6)))[::97]  # 8 arrival orders, identity first
+    for j, arrival in enumerate(arrivals):
+        anon = Shuffler(Sealer(tmp_path / f"r{j}"), ["fc.weight"]).process(1, GLOBAL, [_distinct_reply(i) for i in arrival])
+        digests = [hashlib.sha256(np.ascontiguousarray(a.vector).tobytes()).hexdigest() for a in anon]
+        assert digests == sorted(digests) and len(set(digests)) == 6
         orders.add(tuple(a.num_examples for a in anon))
-    assert len(orders) > 1
+    assert len(orders) == 1 and len(set(arrivals)) == len(arrivals) > 1
+    assert orders != {tuple(range(1, 7))}  # not simply the (first) arrival order either
+
+
+def test_update_ids_are_opaque_and_differ_between_runs(tmp_path):
+    """Ids come from a random per-run key: two runs of the same replies get disjoint ids, and no
+    seeded generator (the old ``default_rng([seed, 0x5A])``) regenerates them."""
+    ids = []
+    for run in ("a", "b"):
+        msgs = [reply(f"u{i}", 100 + i, float(i + 1)) for i in range(6)]
+        ids.append([a.update_id for a in Shuffler(Sealer(tmp_path / run), ["fc.weight"]).process(1, GLOBAL, msgs)])
+    assert all(len(set(run)) == 6 for run in ids) and not set(ids[0]) & set(ids[1])
+    for seed in range(16):
+        rng = np.random.default_rng([seed, 0x5A])
+        guessed = {rng.bytes(8).hex() for _ in range(6)}
+        assert not guessed & (set(ids[0]) | set(ids[1]))
+
+
+def test_a_sealer_refuses_a_folder_that_already_holds_truth(tmp_path):
+    sealer = Sealer(tmp_path / "ref")
+    sealer.seal(sealer.new_update_id(), "alice", 1)
+    with pytest.raises(TruthExists):
+        Sealer(tmp_path / "ref")
+    assert [r["user_id"] for r in Referee.load(tmp_path / "ref").records()] == ["alice"]  # the old truth is intact
 
 
 def test_referee_scores_predictions(tmp_path):
-    referee = Referee(tmp_path / "ref")
+    sealer = Sealer(tmp_path / "ref")
     for i, user in enumerate(["a", "b", "a", "c"]):
-        referee.seal(f"id{i}", user, rnd=1 + i // 2)
+        sealer.seal(f"id{i}", user, rnd=1 + i // 2)
+    referee = Referee.load(tmp_path / "ref")
     store = UpdateStore(tmp_path / "store")
     classes = np.array(["a", "b", "c"])
     scores = np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]])

@@ -1,9 +1,11 @@
+import uuid
+
 import numpy as np
 import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from server.referee import Referee
+from referee.seal import Sealer
 from server.shuffler import TRUTH_KEY, Shuffler
 from server.strategy import CuriousFedAvg
 from tests.conftest import arrays_of, fake_message
@@ -39,7 +41,7 @@ def _run_identity(monkeypatch):
 
 def strategy(tmp_path, pool, seed=0, fraction=0.5):
     return CuriousFedAvg(
-        shuffler=Shuffler(Referee(tmp_path / "ref"), ["fc.weight", "fc.bias"], seed),
+        shuffler=Shuffler(Sealer(tmp_path / f"ref-{uuid.uuid4().hex}"), ["fc.weight", "fc.bias"]),
         pool=pool,
         seed=seed,
         fraction_train=fraction,
@@ -115,3 +117,26 @@ def test_a_round_with_no_usable_reply_keeps_the_model(tmp_path):
     s.configure_train(1, arrays_of(GLOBAL), config(), FakeGrid([1, 2]))
     failed = fake_message(None, error="timeout")
     assert s.aggregate_train(1, [failed]) == (None, None)
+
+
+def test_a_cohort_that_never_connects_fails_within_the_startup_timeout(tmp_path):
+    import time
+
+    from server.strategy import StartupTimeout
+
+    s = CuriousFedAvg(
+        shuffler=Shuffler(Sealer(tmp_path / "ref-start"), ["fc.weight", "fc.bias"]),
+        pool=RecordingPool(),
+        seed=0,
+        startup_timeout=1.5,
+        fraction_train=0.5,
+        fraction_evaluate=0.0,
+        min_train_nodes=1,
+        min_evaluate_nodes=0,
+        min_available_nodes=3,
+    )
+    t0 = time.monotonic()
+    with pytest.raises(StartupTimeout, match="only 1 of 3 devices connected within fl.startup_timeout = 1.5 s"):
+        s._sample(1, FakeGrid([11]))
+    assert 1.4 < time.monotonic() - t0 < 10
+    assert len(s._sample(2, FakeGrid([11]))) == 1  # later rounds go on with whoever is still there

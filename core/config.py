@@ -1,0 +1,635 @@
+"""One pydantic model describes a whole experiment.
+
+Every field has a default, a bound (numeric range, literal set or length) and a unit in its
+description, so a run directory's frozen ``config.toml`` fully determines the run.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+AttackerName = Literal["mlp", "svm", "knn"]
+PriorRule = Literal["random", "chrono"]
+DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
+DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout"]
+# Suite attack names: the attack side (``attacks.catalog``) and the referee (``referee.scorers``)
+# each register a name once; the product checks a config's names against both before starting.
+_ATTACK_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
+
+
+_HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
+
+
+def _distinct(items: list) -> list:
+    if len(set(items)) != len(items):
+        raise ValueError("must not repeat")
+    return items
+
+
+def _attack_names(names: list[str]) -> list[str]:
+    bad = [n for n in names if not _ATTACK_NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"bad attack name {bad[0]!r}: lower-case letters, digits and '-'")
+    return names
+
+
+def _host_ports(addresses: list[str]) -> list[str]:
+    bad = [a for a in addresses if not _HOST_PORT.fullmatch(a)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not host:port")
+    return addresses
+
+
+Distinct = AfterValidator(_distinct)  # a list field whose items must not repeat
+
+
+class Section(BaseModel):
+    """Strict base: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticConfig(Section):
+    """The embedded generator: users with their own class preferences and capture style."""
+
+    users: int = Field(60, ge=2, le=100_000, description="users in the population [count]")
+    classes: int = Field(10, ge=2, le=1000, description="image classes [count]")
+    examples_per_user: int = Field(120, ge=8, le=100_000, description="mean examples per user [count]")
+    size_spread: float = Field(0.3, ge=0.0, le=2.0, description="log-normal sigma of user data sizes [1]")
+    image_size: int = Field(16, ge=8, le=224, description="image height and width [pixels]")
+    channels: int = Field(3, ge=1, le=3, description="image channels [count]")
+    bias: float = Field(0.9, ge=0.0, le=1.0, description="selection-bias strength; 0 is the IID control [fraction]")
+    style: float = Field(1.0, ge=0.0, le=5.0, description="capture-style strength, scaled by bias [multiple]")
+    drift: float = Field(0.2, ge=0.0, le=1.0, description="how far class preferences drift over a user's timeline [fraction]")
+    albums_per_user: int = Field(4, ge=1, le=1000, description="albums per user [count]")
+    album_mix: float = Field(
+        0.2, ge=0.0, le=1.0, description="share of an album's own class preferences in its examples [fraction]"
+    )
+    noise: float = Field(0.25, ge=0.0, le=5.0, description="pixel noise standard deviation [intensity]")
+    property_rate: float = Field(0.3, ge=0.0, le=1.0, description="mean rate of the per-example binary property [fraction]")
+
+
+class PropertyPlanConfig(Section):
+    """Who trains on property examples, and from when (seed 002 §7.2.4 "when a property occurs", §7.2.7):
+    the device leaves out the examples that hold the binary ``property`` attribute as planned here."""
+
+    holders: list[str] = Field(
+        [],
+        max_length=100_000,
+        description="users that train on their property examples; the others leave them out "
+        "(empty: see holder_fraction) [user ids]",
+    )
+    holder_fraction: float = Field(
+        1.0, gt=0.0, le=1.0, description="when holders is empty: seeded share of users keeping their property examples [fraction]"
+    )
+    onset_round: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="holders train without property examples before this round and on them only from it on; "
+        "0 = always as drawn [round]",
+    )
+
+
+class DataConfig(Section):
+    """Where per-user data comes from and how users are filtered."""
+
+    source: DataSource = Field("synthetic", description="data source [name]")
+    path: str = Field("", max_length=4096, description="file or folder for non-synthetic sources [path]")
+    partition_by: str = Field("writer_id", max_length=128, description="natural-id column for flwr-datasets [column name]")
+    synthetic: SyntheticConfig = SyntheticConfig()
+    max_users: int = Field(0, ge=0, le=1_000_000, description="keep at most this many users, 0 = all [count]")
+    min_examples: int = Field(20, ge=2, le=1_000_000, description="drop users with fewer examples [count]")
+    seq_len: int = Field(80, ge=2, le=2048, description="text window length [tokens]")
+    vocab_size: int = Field(5000, ge=10, le=200_000, description="word vocabulary size [tokens]")
+    image_size: int = Field(28, ge=8, le=512, description="side of images read from paths [pixels]")
+    test_fraction: float = Field(0.2, ge=0.0, le=0.9, description="per-user share held out to measure utility [fraction]")
+    property_plan: PropertyPlanConfig = PropertyPlanConfig()
+
+
+class SplitConfig(Section):
+    """How each user's data divides into device-private data and the attacker's prior."""
+
+    priors: Annotated[list[PriorRule], Distinct] = Field(
+        ["random", "chrono"], min_length=1, max_length=2, description="prior rules, one FL run each [names]"
+    )
+    prior_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="share of a user's data that is prior [fraction]")
+    prior_count: int = Field(0, ge=0, le=1_000_000, description="prior examples per user; >0 overrides fraction [count]")
+    chrono_row_order: Literal[False, True] = Field(
+        False,
+        description="let the chrono prior order by row order where the data has no timestamps (LEAF, TFF HDF5, tables "
+        "without a timestamp column); off = such data refuses chrono [flag]",
+    )
+
+
+class ModelConfig(Section):
+    """The shared model and which of its parameters represent an update for the attacks."""
+
+    name: ModelName = Field("auto", description="architecture; auto picks by task [name]")
+    attack_layers: list[str] = Field(
+        ["final"],
+        min_length=1,
+        max_length=64,
+        description="parameter-name prefixes, or 'final' for the last fully-connected layer [names]",
+    )
+    weights_path: str = Field("", max_length=4096, description="local pretrained state_dict, optional [path]")
+
+
+class SecAggConfig(Section):
+    """Flower's SecAgg+ (legacy workflow) parameters; see ``flwr.server.workflow.SecAggPlusWorkflow``."""
+
+    num_shares: int = Field(3, ge=2, le=10_000, description="shares of each device's secret key [count]")
+    reconstruction_threshold: int = Field(2, ge=2, le=10_000, description="shares needed to rebuild a secret [count]")
+    clipping_range: float = Field(8.0, gt=0.0, le=1e6, description="parameters clipped to ±this [parameter value]")
+    quantization_range: int = Field(4_194_304, ge=2, le=2**30, description="quantization levels [count]")
+    max_weight: float = Field(1000.0, gt=0.0, le=1e9, description="largest per-device weight (num_examples) [examples]")
+
+    @model_validator(mode="after")
+    def _threshold(self) -> SecAggConfig:
+        if self.reconstruction_threshold > self.num_shares:
+            raise ValueError("reconstruction_threshold must not exceed num_shares")
+        return self
+
+
+class FLConfig(Section):
+    """Federated Averaging (seed 001, Algorithm 1)."""
+
+    rounds: int = Field(20, ge=1, le=100_000, description="FL rounds T [count]")
+    fraction_train: float = Field(0.2, gt=0.0, le=1.0, description="devices sampled per round C [fraction]")
+    local_epochs: int = Field(1, ge=1, le=1000, description="local epochs E [count]")
+    batch_size: int = Field(16, ge=1, le=65_536, description="local batch size B [examples]")
+    lr: float = Field(0.05, gt=0.0, le=10.0, description="local learning rate eta [1]")
+    optimizer: Literal["sgd", "adam"] = Field("sgd", description="local optimizer [name]")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="SGD momentum [1]")
+    round_timeout: float = Field(600.0, gt=0.0, le=86_400.0, description="reply timeout per round [s]")
+    startup_timeout: float = Field(
+        300.0, gt=0.0, le=86_400.0, description="wait this long for every device to connect before round 1, then fail [s]"
+    )
+    max_reply_mb: float = Field(
+        0.0, ge=0.0, le=65_536.0, description="replies carrying more array data are rejected; 0 = twice the global model [MiB]"
+    )
+    local_steps: int = Field(
+        0, ge=0, le=1_000_000, description="local batches per round; 0 = full local epochs, 1 = FedSGD-style one batch [batches]"
+    )
+    secure_aggregation: Literal["none", "secagg+"] = Field(
+        "none", description="secagg+: Flower's SecAgg+ legacy workflow, the server sees only each round's aggregate [name]"
+    )
+    secagg: SecAggConfig = SecAggConfig()
+
+
+class FeatureInferenceConfig(Section):
+    """Individual property inference in deep-feature space vs DLG (seed 004 §3.2-3.3, Table 1)."""
+
+    batch_sizes: list[Annotated[int, Field(ge=1, le=256)]] = Field(
+        [1, 8, 32], min_length=1, max_length=8, description="device mini-batch sizes evaluated [examples]"
+    )
+    batches: int = Field(8, ge=1, le=10_000, description="target device batches per batch size [count]")
+    rounds: int = Field(5, ge=0, le=10_000, description="FedAvg rounds that train the shared model before the attack [count]")
+    property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
+    steps: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="gradient-matching iterations per batch; 0 = take the closed-form features of init "
+        "'analytic' or 'per-sample' as they are [count]",
+    )
+    step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
+    block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
+    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier [count]")
+    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of the property classifier [1]")
+    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples used [count]")
+    dlg_steps: int = Field(15, ge=1, le=10_000, description="DLG L-BFGS steps of up to 20 evaluations each [count]")
+    device_lr: float = Field(
+        0.1,
+        gt=0.0,
+        le=10.0,
+        description="plain-SGD step of the attacked device updates; g = Δw/η is read back in float32, so a tiny η "
+        "(e.g. Adam's 1e-3) would cost the gradient its precision [1]",
+    )
+    labels: Literal["optimised", "inferred"] = Field(
+        "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
+    )
+    init: Literal["random", "auxiliary", "analytic", "per-sample"] = Field(
+        "random",
+        description="start of the dummy block inputs: uniform noise (seed), auxiliary images' f_{n-1} outputs, "
+        "or those fitted to the closed-form class-wise features of the classifier gradient, or to per-sample "
+        "features refined from them by alternating least squares [name]",
+    )
+    schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="step schedule of the dummy optimiser: constant alpha (seed) or cosine decay to 0 [name]"
+    )
+    restarts: int = Field(1, ge=1, le=100, description="random restarts per batch; the lowest final loss is kept [count]")
+    nonnegative: Literal[False, True] = Field(False, description="feed ReLU(x) to the last conv block [flag]")
+
+    @model_validator(mode="after")
+    def _closed_form_without_steps(self) -> FeatureInferenceConfig:
+        if self.steps == 0 and self.init not in ("analytic", "per-sample"):
+            raise ValueError("steps = 0 keeps the closed-form features, so init must be 'analytic' or 'per-sample'")
+        return self
+
+
+class PropertyAttackConfig(Section):
+    """Passive batch property inference (seed 002 §7.1.4, Algorithm 7) and its aggregate-level form (§7.2.7)."""
+
+    aux_updates: int = Field(
+        8, ge=1, le=10_000, description="auxiliary updates with and without the property each round, per class [updates]"
+    )
+    trees: int = Field(50, ge=1, le=10_000, description="random-forest trees (seed: 50) [count]")
+    positive_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="largest property share of an auxiliary positive batch (drawn uniformly) [fraction]"
+    )
+    holder_rate: float = Field(
+        0.05, ge=0.0, lt=1.0, description="a user holds the property when above this share of its updates' examples do [fraction]"
+    )
+
+
+class OpenWorldConfig(Section):
+    """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
+
+    seen_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
+    )
+    holdout_fraction: float = Field(
+        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
+    )
+
+
+class MatchingConfig(Section):
+    """The Siamese matching network (seed 001 §4.3): FC-128 ReLU twins, L1 distance, FC-1 sigmoid, RMSprop."""
+
+    epochs: int = Field(30, ge=1, le=10_000, description="training epochs [count]")
+    pairs: int = Field(4000, ge=16, le=10_000_000, description="balanced training pairs drawn per epoch [pairs]")
+    batch_size: int = Field(128, ge=1, le=65_536, description="pairs per optimisation step [pairs]")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="RMSprop learning rate (seed: 1e-3) [1]")
+    eval_pairs: int = Field(10_000, ge=16, le=10_000_000, description="balanced test pairs the referee draws (seed: 10K) [pairs]")
+
+
+class CrossModalConfig(Section):
+    """Cross-modal matching (seed 001 §4.3, §6.1.1): a text prior about users, image updates."""
+
+    encoder: Literal["minilm", "tfidf"] = Field(
+        "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
+    )
+    paired_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="share of known users whose images the attacker also holds to train the matcher; the others are "
+        "text-only [fraction]",
+    )
+
+
+class ProfileConfig(Section):
+    """Profile prior (seed 001 §5.2.2, Figure 5): find devices whose updates fit a curated dataset."""
+
+    target_class: int = Field(0, ge=0, le=1_000_000, description="class whose examples form the profile dataset [class index]")
+    updates_per_round: int = Field(4, ge=1, le=1000, description="profile updates the attacker computes per round [count]")
+    fit_ratio: float = Field(
+        2.0,
+        gt=0.0,
+        le=1000.0,
+        description="a user fits the profile when their share of the class is at least this multiple of the mean "
+        "share over users [multiple]",
+    )
+    top_k: int = Field(10, ge=1, le=100_000, description="k of precision@k and of the top-users figure [users]")
+
+
+class AttributesConfig(Section):
+    """Attribute inference alone and jointly with deanonymization (seed 001 §6.1.3, Table 4)."""
+
+    columns: list[str] = Field(
+        [],
+        max_length=64,
+        description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
+        "at most max_values values [names]",
+    )
+    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
+    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
+
+
+class AttackConfig(Section):
+    """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
+
+    attackers: Annotated[list[AttackerName], Distinct] = Field(
+        ["mlp", "svm", "knn"], min_length=1, max_length=3, description="re-identification attackers [names]"
+    )
+    suite: Annotated[list[str], AfterValidator(_attack_names), Distinct] = Field(
+        [], max_length=32, description="further attacks run in the pool, named in attacks.catalog and referee.scorers [names]"
+    )
+    workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
+    queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
+    submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
+    mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
+    knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
+    worker_addresses: Annotated[list[str], AfterValidator(_host_ports)] = Field(
+        [],
+        max_length=64,
+        description="host:port of running attack workers (deployment); empty = spawn `workers` local ones [addresses]",
+    )
+    tls_root_cert: str = Field(
+        "",
+        max_length=4096,
+        description="CA certificate (PEM) the pool verifies remote attack workers (worker_addresses) against over TLS; "
+        "empty = plaintext gRPC; locally spawned workers stay plaintext on 127.0.0.1 [path]",
+    )
+    retry_seconds: float = Field(
+        120.0, gt=0.0, le=86_400.0, description="redeliver a task to other workers this long before counting it failed [s]"
+    )
+    sandbox: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="jail locally spawned attack workers (attacks/jail.py: own mount and PID namespaces seeing only the "
+        "attack store): auto = where Linux namespaces allow, on = refuse to run without, off = never [mode]",
+    )
+    score_every: int = Field(
+        0, ge=0, le=100_000, description="score the attackers on what has arrived every N rounds; 0 = only at the end [rounds]"
+    )
+    shadow_batch_users: int = Field(
+        64,
+        ge=0,
+        le=100_000,
+        description="most known users whose shadow updates train together in one batched computation (fewer where "
+        "core.batched_training's memory bound says so); 0 = one user at a time [users]",
+    )
+    open_world: OpenWorldConfig = OpenWorldConfig()
+    matching: MatchingConfig = MatchingConfig()
+    cross_modal: CrossModalConfig = CrossModalConfig()
+    profile: ProfileConfig = ProfileConfig()
+    attributes: AttributesConfig = AttributesConfig()
+    property: PropertyAttackConfig = PropertyAttackConfig()
+    feature_inference: FeatureInferenceConfig = FeatureInferenceConfig()
+
+
+class TelemetryConfig(Section):
+    """Prometheus metrics of the ServerApp and the attack workers (names in ``core.telemetry``)."""
+
+    port: int = Field(0, ge=0, le=65_535, description="ServerApp /metrics port; 0 = no endpoint [port]")
+    host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address the /metrics endpoints listen on [host]")
+    hold_seconds: float = Field(
+        0.0, ge=0.0, le=86_400.0, description="keep /metrics up this long after the run so a last scrape sees the end values [s]"
+    )
+    worker_port: int = Field(
+        0, ge=0, le=65_535, description="/metrics of the first locally spawned attack worker, the next on +1...; 0 = none [port]"
+    )
+
+
+class SimulationConfig(Section):
+    """Ray backend resources for the Simulation Engine."""
+
+    client_cpus: float = Field(1.0, gt=0.0, le=256.0, description="CPUs per virtual client actor [cores]")
+    client_gpus: float = Field(0.0, ge=0.0, le=8.0, description="GPUs per actor, fractions allowed [GPUs]")
+
+
+class DefenseConfig(Section):
+    """One device-side defense and who adopts it (seed 001 §7: users adopt defenses selectively)."""
+
+    name: DefenseName = Field("bkg-repl", description="defense [name]")
+    strength: float = Field(
+        0.5,
+        ge=0.0,
+        le=10_000.0,
+        description="bkg-repl: share of data replaced α; rand-aug/mm-aug: α·|D_u| examples added; "
+        "noise: variance σ² added to Δw; selective: share of Δw entries sent; dp-fedavg / local-dp: noise "
+        "multiplier z (noise std z·clip; 0 = clipping only); vocab: k most frequent tokens a device uses (0 = all); "
+        "dropout: drop probability p < 1 in local training [1]",
+    )
+    fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
+    users: Annotated[list[str], Distinct] = Field(
+        [], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]"
+    )
+    clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
+    clip: float = Field(
+        50.0, gt=0.0, le=1e6, description="dp-fedavg / local-dp: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]"
+    )
+    delta: float = Field(1e-5, gt=0.0, lt=1.0, description="dp-fedavg / local-dp: δ at which ε is reported [probability]")
+
+    @model_validator(mode="after")
+    def _strength_range(self) -> DefenseConfig:
+        if self.name == "dropout" and self.strength >= 1.0:
+            raise ValueError(f"dropout strength is a probability below 1 (got {self.strength})")
+        if self.name == "vocab" and self.strength != int(self.strength):
+            raise ValueError(f"vocab strength is a token count (got {self.strength})")
+        return self
+
+
+class BackgroundConfig(Section):
+    """Background data (the augmentation defenses; an adversarial participant's auxiliary set), preprocessed
+    exactly like the users' data."""
+
+    source: Literal["auto", "synthetic", "outside", "table"] = Field(
+        "auto", description="auto = synthetic for synthetic data, else outside (the corpus' users not in the federation) [name]"
+    )
+    path: str = Field("", max_length=4096, description="table file for source = table [path]")
+    users: int = Field(30, ge=1, le=1_000_000, description="synthetic background users / most outside users used [count]")
+
+
+class ShufflerConfig(Section):
+    """The shuffler as a system-level defense (seed 001 §3: it may batch reports)."""
+
+    batch_min: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="hold anonymous updates across rounds and release them to the attacks only in batches of at "
+        "least this many; 0 = every round as it comes [updates]",
+    )
+    reference: Literal["release", "nearest"] = Field(
+        "release",
+        description="the curious server's reference model for a batched update's Δw: the release round's global "
+        "model, or (an adaptive attacker) the global model of the batch's rounds nearest to the update's weights [name]",
+    )
+
+
+class AdversaryConfig(Section):
+    """Active property inference by adversarial participants (seed 002 §7.1.5): a device, not the server.
+
+    The named users' ClientApp trains on the joint loss α·main + (1−α)·property and infers, from the
+    global models it receives, whether the other participants' batches held the property; the
+    referee reports it apart from the server's attacks ("participant attacks")."""
+
+    users: Annotated[list[str], Distinct] = Field(
+        [], max_length=64, description="adversarial participants by user id; empty = no participant attack [user ids]"
+    )
+    alpha: float = Field(
+        0.5, ge=0.0, le=1.0, description="weight alpha of the main-task loss in alpha*main + (1-alpha)*property; 1 = passive [1]"
+    )
+    property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
+    aux_batches: int = Field(
+        16, ge=1, le=1000, description="auxiliary updates per label each round; half of those without it build the null [count]"
+    )
+    positive_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="share of property examples in an auxiliary property batch [fraction]"
+    )
+    aux_aggregates: int = Field(
+        40, ge=2, le=10_000, description="synthetic others' aggregates composed from the auxiliary updates each round [count]"
+    )
+    classifier: Literal["logistic", "forest"] = Field(
+        "forest", description="batch property classifier: the seed's 50-tree random forest or logistic regression [name]"
+    )
+    aux_source: Literal["own", "background"] = Field(
+        "own",
+        description="auxiliary data of the property classifier: the adversary's own labelled data, or the [background] "
+        "data (e.g. writers outside the federation) with the property labelled, as the seed's auxiliary set [name]",
+    )
+
+
+class ExperimentConfig(Section):
+    """A whole experiment: data, split, model, FL, attacks and simulation resources."""
+
+    name: str = Field("experiment", min_length=1, max_length=128, description="label for reports [text]")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="master seed for every random choice [integer]")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch device; auto = CUDA when present [name]")
+    data: DataConfig = DataConfig()
+    split: SplitConfig = SplitConfig()
+    model: ModelConfig = ModelConfig()
+    fl: FLConfig = FLConfig()
+    attack: AttackConfig = AttackConfig()
+    simulation: SimulationConfig = SimulationConfig()
+    defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
+    background: BackgroundConfig = BackgroundConfig()
+    shuffler: ShufflerConfig = ShufflerConfig()
+    adversary: AdversaryConfig = AdversaryConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> ExperimentConfig:
+        if self.data.source != "synthetic" and not self.data.path:
+            raise ValueError(f"data.path is required for data.source = {self.data.source!r}")
+        if sum(d.name == "dp-fedavg" for d in self.defenses) > 1:
+            raise ValueError("defenses: at most one dp-fedavg (one server-side noise mechanism)")
+        return self
+
+
+class ConfigError(ValueError):
+    """A config that cannot describe a run; its message is one line naming the field."""
+
+
+def _parse_value(text: str) -> Any:
+    """Read an override's value as TOML (numbers, booleans, arrays, quoted strings), else a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """Set ``a.b.c=value`` inside a nested dict (``defenses.0.strength`` indexes a list), creating sections as needed."""
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {assignment!r}: expected key=value")
+    parts = key.split(".")
+    node: Any = tree
+    for part in parts[:-1]:
+        if isinstance(node, list):
+            node = _list_item(node, part, key)
+            continue
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict | list):
+            raise ConfigError(f"override {key}: {part} is not a section")
+        node = child
+    value = _parse_value(raw.strip())
+    if isinstance(node, list):
+        index = _index(node, parts[-1], key)
+        node[index] = value
+    else:
+        node[parts[-1]] = value
+
+
+def _index(items: list, part: str, key: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ConfigError(f"override {key}: {part} is not an index of a {len(items)}-item list")
+    return int(part)
+
+
+def _list_item(items: list, part: str, key: str) -> dict:
+    item = items[_index(items, part, key)]
+    if not isinstance(item, dict):
+        raise ConfigError(f"override {key}: item {part} is not a section")
+    return item
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "config"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    got = (
+        f" (got {first['input']!r})"
+        if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict)
+        else ""
+    )
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}{got}{more}"
+
+
+def split_overrides(text: str) -> list[str]:
+    """Split ``"a=1 b=[\"x\", 'y'] c='two words'"`` on whitespace outside brackets and quotes."""
+    parts, current, depth, quote = [], [], 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch.isspace() and depth == 0:
+            if current:
+                parts.append("".join(current))
+                current = []
+            continue
+        current.append(ch)
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Validate a raw tree plus ``key=value`` overrides into an ExperimentConfig."""
+    tree = _deep_copy(tree)
+    for assignment in overrides:
+        apply_override(tree, assignment)
+    try:
+        return ExperimentConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def read_tree(path: str | Path | None) -> dict[str, Any]:
+    """The raw TOML tree of a config file ({} for None), or a one-line ConfigError."""
+    if path is None:
+        return {}
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{p}: not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{p}: cannot read: {err}") from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Load a TOML file (or the defaults when ``path`` is None) and apply overrides."""
+    return build_config(read_tree(path), overrides)
+
+
+def _deep_copy(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _deep_copy(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_deep_copy(v) for v in tree]
+    return tree
+
+
+def dump_config(cfg: ExperimentConfig) -> str:
+    """The frozen config as TOML, readable back by ``load_config``."""
+    import tomli_w
+
+    return tomli_w.dumps(cfg.model_dump(mode="json"))

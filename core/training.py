@@ -1,0 +1,126 @@
+"""FedAvg DeviceUpdate (seed 001, Algorithm 1), shared by devices and the attacker's shadow devices.
+
+It lives on the shared ground because the curious server must replay exactly the training a
+device runs (same epochs, batch size, learning rate, optimizer) on its prior data (seed 001 §6,
+"Training and Evaluation Data for Attacker").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from core.data.corpus import Task, UserData
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What the server sends each round and the attacker reuses for its shadow updates."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    optimizer: str
+    momentum: float
+    steps: int = 0  # local batches per round; 0 = full epochs (FedSGD-style: 1)
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+    @classmethod
+    def from_config(cls, conf: dict[str, float | int | str]) -> TrainConfig:
+        """From the round's training config as the server sent it (``steps`` absent = full epochs)."""
+        return cls(
+            int(conf["epochs"]),
+            int(conf["batch_size"]),
+            float(conf["lr"]),
+            str(conf["optimizer"]),
+            float(conf["momentum"]),
+            int(conf.get("steps", 0)),
+        )
+
+
+def pick_device(preference: str = "auto") -> torch.device:
+    """CUDA when present (or asked for), else CPU."""
+    if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def loss_fn(task: Task, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if task == "multilabel":
+        return nn.functional.binary_cross_entropy_with_logits(logits, y)
+    if task == "next-token":
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=0)
+    return nn.functional.cross_entropy(logits, y)
+
+
+def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+
+def batch_indices(n: int, cfg: TrainConfig, seed: int) -> list[torch.Tensor]:
+    """The example indices of each local step, in order: E epochs of shuffled batch-B steps, cut
+    after ``cfg.steps`` batches when > 0 (a device can report which examples its update used)."""
+    gen = torch.Generator().manual_seed(seed)
+    out: list[torch.Tensor] = []
+    epochs = 0
+    while n and (len(out) < cfg.steps if cfg.steps else epochs < cfg.epochs):
+        order = torch.randperm(n, generator=gen)
+        out += [order[start : start + cfg.batch_size] for start in range(0, n, cfg.batch_size)]
+        epochs += 1
+    return out[: cfg.steps] if cfg.steps else out
+
+
+def local_update(model: nn.Module, data: UserData, task: Task, cfg: TrainConfig, *, seed: int, device: torch.device) -> float:
+    """Train ``model`` in place for E epochs (or ``cfg.steps`` batches) of batch-B steps; returns the mean training loss."""
+    x = torch.from_numpy(data.x)
+    y = torch.from_numpy(data.y)
+    model.to(device).train()
+    opt = _optimizer(model, cfg)
+    total, steps = 0.0, 0
+    for idx in batch_indices(len(x), cfg, seed):
+        opt.zero_grad()
+        loss = loss_fn(task, model(x[idx].to(device)), y[idx].to(device))
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        steps += 1
+    return total / max(steps, 1)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: UserData, task: Task, *, device: torch.device, batch_size: int = 512) -> dict[str, float]:
+    """Utility of a model: accuracy (multiclass), micro AP (multilabel), top-5 accuracy (next-token)."""
+    model.to(device).eval()
+    outs = [model(torch.from_numpy(data.x[i : i + batch_size]).to(device)).cpu() for i in range(0, len(data), batch_size)]
+    logits = torch.cat(outs)
+    y = torch.from_numpy(data.y)
+    loss = float(loss_fn(task, logits, y))
+    if task == "multiclass":
+        acc = float((logits.argmax(1) == y).float().mean())
+        return {"loss": loss, "accuracy": acc, "utility": acc}
+    if task == "multilabel":
+        from sklearn.metrics import average_precision_score
+
+        ap = float(average_precision_score(y.numpy(), logits.numpy(), average="micro"))
+        return {"loss": loss, "ap": ap, "utility": ap}
+    mask = y != 0
+    top5 = logits.topk(5, dim=-1).indices
+    hit = (top5 == y.unsqueeze(-1)).any(-1)
+    top5_acc = float(hit[mask].float().mean())
+    return {"loss": loss, "top5": top5_acc, "utility": top5_acc}
+
+
+def state_arrays(model: nn.Module) -> dict[str, np.ndarray]:
+    """The model's state as float numpy arrays on the CPU, keyed like its state_dict."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def load_arrays(model: nn.Module, arrays: dict[str, np.ndarray]) -> None:
+    model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in arrays.items()})

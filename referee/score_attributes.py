@@ -1,0 +1,63 @@
+"""Referee side of attribute inference and the joint model (seed 001 §6.1.3): top-1 accuracy of
+each attribute and of the identity, single-task (STL) and multi-task (MTL), in the form of the
+seed's Table 4, with chance levels (the most frequent attribute value; 1/|users| for identity)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from core.config import ExperimentConfig
+from core.store import UpdateStore
+from referee.truth import Referee
+
+
+def attribute_metrics(r: dict[str, np.ndarray], owners: np.ndarray, truth: dict[str, np.ndarray], n_users: int) -> dict:
+    per: dict[str, dict] = {}
+    for c in [str(c) for c in r["columns"]]:
+        t = np.asarray(truth[c], float)
+        _, counts = np.unique(t, return_counts=True)
+        per[c] = {
+            "values": int(len(np.unique(np.concatenate([t, np.asarray(r[f"values/{c}"], float)])))),
+            "stl": float(np.mean(np.asarray(r[f"stl_attr/{c}"], float) == t)),
+            "mtl": float(np.mean(np.asarray(r[f"mtl_attr/{c}"], float) == t)),
+            "mtl_deanon": float(np.mean(r[f"mtl_id/{c}"] == owners)),
+            "chance": float(counts.max() / len(t)),
+        }
+    stl_deanon = float(np.mean(r["stl_id"] == owners))
+    return {
+        "stl_deanon": stl_deanon,
+        "deanon_chance": 1.0 / n_users,
+        "stl_attr": float(np.mean([p["stl"] for p in per.values()])),
+        "mtl_attr": float(np.mean([p["mtl"] for p in per.values()])),
+        "mtl_deanon": float(np.mean([p["mtl_deanon"] for p in per.values()])),
+        "attr_chance": float(np.mean([p["chance"] for p in per.values()])),
+        "per_attribute": per,
+    }
+
+
+def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
+    r = store.read_result("attributes")
+    owners = referee.truth_for(r["ids"])
+    truth = {str(c): np.asarray(referee.field_for(r["ids"], f"attr-{c}"), float) for c in r["columns"]}
+    n_users = len(np.unique(np.concatenate([r["stl_id"], owners])))
+    m = attribute_metrics(r, owners, truth, n_users)
+    pct = lambda v: round(100 * v, 1)  # noqa: E731 - the seed reports percentages
+    rows = [
+        [c, p["values"], pct(p["stl"]), "-", pct(p["mtl"]), pct(p["mtl_deanon"]), pct(p["chance"])]
+        for c, p in m["per_attribute"].items()
+    ]
+    rows.append(["-", "-", "-", pct(m["stl_deanon"]), "-", "-", pct(m["deanon_chance"])])
+    m["tables"] = {
+        "Attribute inference and deanonymization, top-1 % (seed 001 Table 4 form)": {
+            "header": ["Attribute", "# Attrs", "STL AttrInf", "STL Deanon", "MTL AttrInf", "MTL Deanon", "chance"],
+            "rows": rows,
+        }
+    }
+    m["notes"] = [
+        f"Attribute inference (seed 001 §6.1.3): mean top-1 {m['stl_attr']:.3f} alone, {m['mtl_attr']:.3f} jointly "
+        f"(chance {m['attr_chance']:.3f}); deanonymization {m['stl_deanon']:.3f} alone, {m['mtl_deanon']:.3f} jointly "
+        f"(chance {m['deanon_chance']:.3f}). Seed (PIPA): 85-99% attributes, 87.6% → 90-92% identity with MTL."
+    ]
+    return m

@@ -1,0 +1,46 @@
+"""Referee side of the red team (``attacks/redteam.py``): how often each probe named an update's
+true owner (chance: 1/|users|) or its true training round (chance: 1/|rounds|), and what it found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from core.config import ExperimentConfig
+from core.store import UpdateStore
+from referee.truth import Referee
+
+
+def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.ndarray, n_users: int, n_rounds: int) -> dict:
+    """Per probe: owner and round accuracy against chance, and its evidence."""
+    table = {}
+    for name, p in found.items():
+        owner = np.asarray(p["owner"])
+        rnd = np.asarray(p["round"])
+        table[name] = {
+            "owner_accuracy": float(np.mean(owner == owners)) if len(ids) else 0.0,
+            "round_accuracy": float(np.mean(rnd == rounds)) if len(ids) else 0.0,
+            "guessed": int(np.sum(owner != "")),
+            "evidence": list(p["evidence"]),
+        }
+    return {"owner_chance": 1.0 / max(1, n_users), "round_chance": 1.0 / max(1, n_rounds), "probes": table}
+
+
+def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
+    found = json.loads((store.root / "results" / "redteam.json").read_text())
+    anon = store.read_anon()
+    ids = [str(i) for i in anon["ids"]]
+    owners = referee.truth_for(np.asarray(ids))
+    rounds = np.asarray([int(r) for r in referee.field_for(np.asarray(ids), "round")])
+    m = probe_metrics(found, ids, owners, rounds, len(set(owners)), cfg.fl.rounds)
+    m["best_owner_accuracy"] = max((p["owner_accuracy"] for p in m["probes"].values()), default=0.0)
+    m["best_round_accuracy"] = max((p["round_accuracy"] for p in m["probes"].values()), default=0.0)
+    rows = [[n, f"{100 * p['owner_accuracy']:.1f}", f"{100 * p['round_accuracy']:.1f}", "; ".join(p["evidence"][:2]) or "nothing"]
+            for n, p in m["probes"].items()]
+    m["tables"] = {
+        f"Red team: each probe's owner / round accuracy in % (chance {100 * m['owner_chance']:.1f} / "
+        f"{100 * m['round_chance']:.1f})": {"header": ["probe", "owner", "round", "found"], "rows": rows}
+    }
+    return m

@@ -1,0 +1,63 @@
+"""The truth store: a run's sealed (update id -> owner, round, facts) read back for scoring."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from attacks.scoring import reid_metrics
+from core.store import UpdateStore
+from referee.seal import TRUTH_FILE
+
+
+class Referee:
+    """The sealed truth of one prior's run, joined with the attacks' predictions."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._truth: dict[str, str] = {}
+        self._fields: dict[str, dict[str, object]] = {}
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Referee:
+        """The referee of a run, its sealed truth read back as it stands (finished or in progress)."""
+        ref = cls(folder)
+        path = ref.folder / TRUTH_FILE
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                uid, user = rec.pop("update_id"), rec.pop("user_id")
+                ref._truth[uid] = user
+                ref._fields[uid] = rec
+        return ref
+
+    def records(self) -> list[dict]:
+        """Every sealed record, in the order sealed."""
+        return [{"update_id": u, "user_id": self._truth[u], **self._fields[u]} for u in self._truth]
+
+    def truth_for(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray([self._truth[str(i)] for i in ids])
+
+    def field_for(self, ids: np.ndarray, name: str) -> list[object]:
+        """A sealed per-update fact for each id."""
+        return [self._fields[str(i)][name] for i in ids]
+
+    def score(self, store: UpdateStore, attacker: str, groups: dict[str, set[str]] | None = None) -> dict:
+        """Overall and per-round metrics for one attacker's predictions, and per group of users
+        (e.g. defending / not defending), each group ranked among its own updates only."""
+        pred = store.read_predictions(attacker)
+        truth = self.truth_for(pred["ids"])
+        overall = reid_metrics(truth, pred["classes"], pred["scores"])
+        by_group = {}
+        for name, users in (groups or {}).items():
+            sel = np.isin(truth, list(users))
+            by_group[name] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
+        per_round = {}
+        for rnd in np.unique(pred["rounds"]):
+            sel = pred["rounds"] == rnd
+            per_round[int(rnd)] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
+        return {**overall, "per_round": per_round, "groups": by_group}

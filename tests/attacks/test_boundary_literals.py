@@ -1,0 +1,60 @@
+"""No attack module names the referee's files or reaches for the truth through a string: the
+import and name scan of ``test_boundary.py`` extended to every string literal (docstrings aside)
+and to imports inside functions. Exempt: ``attacks/redteam.py``, the adversary whose probes must
+fail (``tests/redteam``), and the pool's process plumbing (``pool.py``, ``jail.py``), which runs on
+the server's side to spawn and supervise the workers, never inside one."""
+
+from __future__ import annotations
+
+import ast
+
+from referee.seal import KEY_FILE, TRUTH_FILE
+from tests.conftest import REPO
+
+EXEMPT = {"redteam.py", "pool.py", "jail.py"}
+FORBIDDEN_LITERALS = (TRUTH_FILE, KEY_FILE, "truth", "referee", "config.toml", "user_id", "partition-id", "/proc/")
+FORBIDDEN_MODULES = ("referee", "server", "client", "leakbed", "defenses", "flwr", "ray")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                ids.add(id(first.value))
+    return ids
+
+
+def _modules():
+    return [p for p in sorted((REPO / "attacks").rglob("*.py")) if p.name not in EXEMPT and "_pb2" not in p.name]
+
+
+def test_no_string_literal_names_the_truth():
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                bad = [w for w in FORBIDDEN_LITERALS if w in node.value.lower()]
+                assert not bad, f"{path.name}:{node.lineno} string {node.value[:60]!r} names {bad}"
+
+
+def test_no_import_anywhere_in_a_module_reaches_another_room():
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):  # function bodies included
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in FORBIDDEN_MODULES, f"{path.name}:{node.lineno} imports {name}"
+
+
+def test_the_scan_would_catch_a_cheat(tmp_path):
+    """The checks can fail: a module that opens ../referee/truth.jsonl from inside a function."""
+    cheat = 'def fit(store):\n    import referee.truth\n    return (store.root.parent / "referee" / "truth.jsonl").read_text()\n'
+    tree = ast.parse(cheat)
+    literals = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert any(w in v for v in literals for w in FORBIDDEN_LITERALS)
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert imported == ["referee.truth"]

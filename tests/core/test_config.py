@@ -1,0 +1,118 @@
+import subprocess
+import sys
+import typing
+
+import pytest
+from pydantic import BaseModel
+
+from core.config import ConfigError, DefenseConfig, ExperimentConfig, build_config, dump_config, load_config, split_overrides
+
+
+def _fields(model: type[BaseModel], prefix: str = ""):
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            yield from _fields(ann, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", info
+
+
+@pytest.mark.parametrize("name,info", list(_fields(ExperimentConfig)) + list(_fields(DefenseConfig, "defenses[].")))
+def test_every_field_has_default_bound_and_unit(name, info):
+    assert not info.is_required(), f"{name} has no default"
+    assert info.description and "[" in info.description and info.description.endswith("]"), f"{name}: unit missing"
+    bounded = any(hasattr(m, attr) for m in info.metadata for attr in ("ge", "gt", "le", "lt", "max_length", "min_length"))
+    literal = typing.get_origin(info.annotation) is typing.Literal or "Literal" in str(info.annotation)
+    assert bounded or literal, f"{name} has no bound"
+
+
+def test_toml_and_overrides(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('name = "x"\n[fl]\nrounds = 7\n[data.synthetic]\nusers = 9\n')
+    cfg = load_config(path, ["fl.lr=0.2", 'split.priors=["chrono"]', "attack.attackers=['knn']"])
+    assert (cfg.name, cfg.fl.rounds, cfg.data.synthetic.users, cfg.fl.lr) == ("x", 7, 9, 0.2)
+    assert cfg.split.priors == ["chrono"] and cfg.attack.attackers == ["knn"]
+
+
+def test_frozen_config_round_trips(tmp_path):
+    cfg = build_config({}, ["fl.rounds=3", "data.synthetic.bias=0"])
+    path = tmp_path / "frozen.toml"
+    path.write_text(dump_config(cfg))
+    assert load_config(path) == cfg
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("fl.rounds=0", "fl.rounds"),
+        ("fl.fraction_train=1.5", "fl.fraction_train"),
+        ("attack.attackers=['mlp','lstm']", "attack.attackers"),
+        ("data.source='bogus'", "data.source"),
+        ("fl.nonsense=1", "fl.nonsense"),
+        ("data.synthetic.bias=-0.1", "data.synthetic.bias"),
+        ("split.priors=['random','random']", "split.priors"),
+        ("attack.attackers=['mlp','mlp']", "attack.attackers"),
+        ("attack.suite=['property','property']", "attack.suite"),
+        ("attack.suite=['No Such']", "attack.suite"),  # unknown names: leakbed.registry, before the run
+        ("attack.worker_addresses=['no-port']", "attack.worker_addresses"),
+        ("adversary.users=['u1','u1']", "adversary.users"),
+    ],
+)
+def test_bad_values_name_the_field_in_one_line(override, field):
+    with pytest.raises(ConfigError) as err:
+        build_config({}, [override])
+    msg = str(err.value)
+    assert msg.startswith(field) and "\n" not in msg
+
+
+def test_non_synthetic_source_needs_a_path():
+    with pytest.raises(ConfigError, match="data.path is required"):
+        build_config({}, ["data.source='leaf'"])
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[fl\nrounds = 2")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["fl.rounds"])
+
+
+def test_cli_rejects_bad_input_before_anything_starts(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[attack]\nattackers = ['mlp', 'oracle']\n")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "leakbed.cli", "run", str(bad), "--out", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "attack.attackers" in proc.stderr
+    assert not out.exists()
+
+
+def test_cli_refuses_to_overwrite_a_run(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.md").write_text("earlier results")
+    proc = subprocess.run([sys.executable, "-m", "leakbed.cli", "run", "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr
+    assert (out / "report.md").read_text() == "earlier results"
+
+
+def test_cli_rejects_missing_dataset(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "leakbed.cli", "validate", "--set", "data.source='leaf'", "--set", f"data.path='{tmp_path}/nope'"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("leakbed: error:") and proc.stderr.count("\n") == 1
+
+
+def test_run_config_overrides_split_outside_brackets_and_quotes():
+    text = """fl.rounds=2 split.priors=["random", 'chrono'] name='two words'"""
+    assert split_overrides(text) == ["fl.rounds=2", """split.priors=["random", 'chrono']""", "name='two words'"]
+    cfg = build_config({}, split_overrides(text))
+    assert cfg.split.priors == ["random", "chrono"] and cfg.name == "two words"
