@@ -93,14 +93,6 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def children(pid: int) -> list[int]:
-    """The direct children of ``pid`` (the jailed worker under its ``unshare``)."""
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True)
 

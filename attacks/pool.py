@@ -40,7 +40,7 @@ from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
 from attacks.transport import pb, pb_grpc
 from core.layout import check_run_id
-from core.processes import free_port
+from core.processes import alive, descendants, free_port
 
 log = logging.getLogger(__name__)
 # One task may legitimately take long (shadow training of a big model for many known users, an MLP
@@ -136,11 +136,11 @@ class _LocalWorker:
         if self.proc.poll() is not None:
             return
         if self.jail:  # unshare ignores SIGTERM; killing it kills the worker too (--kill-child)
-            inner = jailed.children(self.proc.pid)
+            inner = descendants(self.proc.pid)
             self.proc.kill()
             self.proc.wait(timeout=5)
             deadline = time.monotonic() + 10
-            while any(_alive(p) for p in inner) and time.monotonic() < deadline:
+            while any(alive(p) for p in inner) and time.monotonic() < deadline:
                 time.sleep(0.05)
             return
         self.proc.terminate()
@@ -149,16 +149,6 @@ class _LocalWorker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2:3]
 
 
 class AttackPool:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from attacks import jail
+from core.processes import descendants
 
 pytestmark = pytest.mark.skipif(bool(jail.available()) and not os.environ.get("CI"), reason=jail.available() or "")
 
@@ -83,9 +84,9 @@ def test_the_jailed_worker_dies_with_its_spawner(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", spawner], stdout=subprocess.PIPE, text=True)
     unshare_pid = int(parent.stdout.readline())
     deadline = time.monotonic() + 20
-    while not jail.children(unshare_pid) and time.monotonic() < deadline:
+    while not descendants(unshare_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    inner = jail.children(unshare_pid)
+    inner = descendants(unshare_pid)
     assert inner, "the jailed process did not start"
     parent.kill()
     parent.wait(timeout=10)
