@@ -60,7 +60,7 @@ def _load(name: str, **tokens: int | str) -> dict:
     return yaml.safe_load(text)
 
 
-def _check(supernodes: int, workers: int) -> None:
+def check_counts(supernodes: int, workers: int) -> None:
     if not 1 <= supernodes <= MAX_SUPERNODES:
         raise ComposeError(f"--supernodes {supernodes}: must be 1..{MAX_SUPERNODES}")
     if not 1 <= workers <= MAX_WORKERS:
@@ -125,7 +125,7 @@ RENDERERS = {"base": render_base, "tls": render_tls, "gpu": render_gpu, "prometh
 
 def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAULT_WORKERS) -> str:
     """One file's text: ``kind`` is base, tls, gpu or prometheus."""
-    _check(supernodes, workers)
+    check_counts(supernodes, workers)
     if kind not in RENDERERS:
         raise ComposeError(f"--file {kind}: must be one of {', '.join(RENDERERS)}")
     body = yaml.safe_dump(RENDERERS[kind](supernodes, workers), sort_keys=False, default_flow_style=False, width=120)

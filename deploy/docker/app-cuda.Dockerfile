@@ -1,17 +1,37 @@
 # The leakbed app image with CUDA (GPU overlay): PyPI's torch build, which ships the CUDA
 # runtime libraries; the host's NVIDIA driver comes in through the compose device reservation.
-# Flower's images are CPU only, so this one starts from Python and runs as Flower's uid 49999.
-FROM python:3.11.14-slim-bookworm
+# Flower's images are CPU only, so this one starts from a plain Python 3.11 (BASE_IMAGE: the
+# official python image by default, the Debian base of deploy/base/debian-rootfs.sh where no
+# registry is reachable) and runs as Flower's uid 49999. `leakbed compose build --gpu` builds it.
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm
+
+# The pinned dependencies as a plain list (see app.Dockerfile).
+FROM ${BASE_IMAGE} AS requirements
+COPY pyproject.toml deploy/docker/requirements.py /tmp/
+RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
+
+FROM ${BASE_IMAGE}
 
 RUN groupadd --gid 49999 app \
     && useradd --uid 49999 --gid 49999 --create-home --shell /usr/sbin/nologin app \
-    && mkdir -p /data /app \
-    && chown app:app /data /app
+    && mkdir -p /data /attack-store /referee /app \
+    && chown app:app /data /attack-store /referee /app
 USER 49999:49999
 WORKDIR /app
 ENV VIRTUAL_ENV=/home/app/venv \
     PATH=/home/app/venv/bin:$PATH
-RUN python -m venv /home/app/venv
+RUN python3 -m venv /home/app/venv
+
+# Dependencies first, from the list alone: this layer is reused until a pin changes (a code change
+# rebuilds only the layers after it), and pip's cache mount keeps the wheels when one does. The
+# optional build secret `ca` (a CA bundle) lets pip through a TLS-inspecting proxy.
+COPY --from=requirements --chown=app:app /tmp/requirements.txt ./
+# Every dependency is pinned exactly (==) in pyproject.toml, which hadolint cannot see (DL3013).
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
+    --mount=type=secret,id=ca,required=false,mode=0444 \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
+    && python -m pip install --cache-dir /tmp/pip-cache -r requirements.txt
 
 COPY --chown=app:app pyproject.toml README.md ./
 COPY --chown=app:app proto proto
@@ -23,11 +43,8 @@ COPY --chown=app:app client client
 COPY --chown=app:app attacks attacks
 COPY --chown=app:app defenses defenses
 COPY --chown=app:app configs configs
-# Every dependency is pinned exactly (==) in pyproject.toml, which hadolint cannot see (DL3013).
-# hadolint ignore=DL3013
-RUN python -m pip install --no-cache-dir ".[build]" \
-    && python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto \
-    && python -m pip install --no-cache-dir --no-deps --force-reinstall .
+RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto \
+    && python -m pip install --no-cache-dir --no-deps --no-build-isolation .
 
 ENV LEAKBED_HOME=/data \
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \

@@ -2,7 +2,7 @@
 # One-shot (TLS overlay): register every SuperNode's public key with the SuperLink before the
 # SuperNodes start, so that `--enable-supernode-auth` admits exactly these N devices.
 # Keys come from deploy/certs.sh: $LEAKBED_CERTS/node-<i>.pub for i in 0..N-1. The defaults are
-# the paths inside the compose service; tests/deploy/test_compose_processes.py sets local ones.
+# the paths inside the compose service; set the variables to run it outside one.
 set -eu
 n="${LEAKBED_SUPERNODES:?set LEAKBED_SUPERNODES}"
 certs="${LEAKBED_CERTS:-/certs}"

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from leakbed import images
 from tests.deploy.tools import REPO, hadolint, run
 
 DOCKERFILES = sorted((REPO / "deploy/docker").glob("*.Dockerfile"))
+BASE_DOCKERFILES = sorted((REPO / "deploy/base").glob("*.Dockerfile"))  # the offline bases (leakbed.images)
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
@@ -25,7 +27,7 @@ def test_there_is_a_cpu_and_a_cuda_image() -> None:
     assert [p.name for p in DOCKERFILES] == ["app-cuda.Dockerfile", "app.Dockerfile"]
 
 
-@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", DOCKERFILES + BASE_DOCKERFILES, ids=lambda p: p.name)
 def test_hadolint_passes(path: Path) -> None:
     out = run([hadolint(), str(path)])
     assert out.returncode == 0, out.stdout + out.stderr
@@ -61,9 +63,11 @@ def test_image_copies_every_package_and_keeps_the_context_small(path: Path) -> N
 def test_images_follow_the_pinned_flower_version() -> None:
     version = flwr_version()
     cpu = (REPO / "deploy/docker/app.Dockerfile").read_text()
-    assert f"ARG FLWR_VERSION={version}" in cpu and "FROM flwr/superexec:${FLWR_VERSION}-py3.11-" in cpu
-    assert "download.pytorch.org/whl/cpu" in cpu
-    assert "FROM python:3.11." in (REPO / "deploy/docker/app-cuda.Dockerfile").read_text()
+    assert f"ARG BASE_IMAGE=flwr/superexec:{version}-py3.11-" in cpu and "FROM ${BASE_IMAGE}" in cpu
+    assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in cpu
+    assert "ARG BASE_IMAGE=python:3.11." in (REPO / "deploy/docker/app-cuda.Dockerfile").read_text()
+    assert f"ARG FLWR_VERSION={version}" in (REPO / "deploy/base/flwr.Dockerfile").read_text()
+    assert images.FLWR_VERSION == version and images.OFFICIAL.superexec.removeprefix("docker.io/") in cpu
     files = [REPO / "docker-compose.yml", REPO / "deploy/compose.tls.yml", REPO / "deploy/compose.gpu.yml"]
     dockerfiles = set()
     for f in files:
@@ -75,3 +79,17 @@ def test_images_follow_the_pinned_flower_version() -> None:
                 dockerfiles.add(svc["build"]["dockerfile"])
                 assert svc["build"]["context"] == "."
     assert dockerfiles == {str(p.relative_to(REPO)) for p in DOCKERFILES}
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_dependency_layer_depends_on_the_pins_alone(path: Path) -> None:
+    """A code change must not re-install torch (GBs): the install step sees only the list of pins
+    (made in a stage of its own, so editing pyproject.toml elsewhere keeps the layer), and pip's
+    cache sits in a cache mount for when a pin changes."""
+    text = path.read_text()
+    final = text[text.rindex("\nFROM ") :]
+    deps = final.index("-r requirements.txt")
+    assert "--mount=type=cache,target=/tmp/pip-cache" in final[:deps]
+    assert re.findall(r"^COPY .*$", final[:deps], re.M) == ["COPY --from=requirements --chown=app:app /tmp/requirements.txt ./"]
+    assert "COPY --chown=app:app core core" in final[deps:]
+    assert "requirements.py /tmp/pyproject.toml > /tmp/requirements.txt" in text[: text.rindex("\nFROM ")]

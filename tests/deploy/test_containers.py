@@ -1,0 +1,238 @@
+"""The testbed as real containers: `leakbed compose up`, runs submitted with `flwr run`, faults, TLS, `down`.
+
+Docker or Podman (through its Docker API, as `.ci/run` sets up) builds the images (official base,
+or the Debian one where no registry answers) and runs SuperLink, the ServerApp's SuperExec,
+3 SuperNodes with their SuperExecs, 2 attack workers and Prometheus, each a container. A missing
+engine skips here and fails in CI. The images are built once (layer cache); each stack is
+brought up and torn down by its fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.config import load_config
+from leakbed import compose, images, stack
+from leakbed.engine import Engine, EngineError, find_engine
+from leakbed.simulate import simulate
+from tests.deploy.test_dashboard import dashboard, panels, substitute
+from tests.deploy.tools import REPO, missing
+from tests.integration.procs import VENV_BIN, flower_env, free_ports
+
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
+
+SUPERNODES, WORKERS, ROUNDS = 3, 2, 3
+# What this test's runs change from the quickstart (besides leakbed compose's own overrides):
+# every device trains every round, so the sampled cohorts do not depend on the SuperLink's node ids.
+SMALL = [
+    "data.synthetic.examples_per_user=60",
+    f"fl.rounds={ROUNDS}",
+    "fl.fraction_train=1.0",
+    'split.priors=["random"]',
+    'attack.suite=["matching"]',
+    "attack.mlp_epochs=60",
+]
+CONFIG = "configs/quickstart.toml"
+HOLD_S = 20  # the ServerApp's /metrics stays up this long after a run, for Prometheus's last scrapes
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    try:
+        return find_engine()
+    except EngineError as err:
+        missing("a container engine", str(err))
+        raise
+
+
+@pytest.fixture(scope="module")
+def chosen(engine: Engine) -> images.Images:
+    chosen, why = images.choose("auto")
+    start = time.monotonic()
+    timings = images.build(engine, chosen, say=lambda m: None)
+    print(f"\n[containers] {why}; build {time.monotonic() - start:.0f} s: {timings}")
+    return chosen
+
+
+def _stack(project: str, tls: bool) -> stack.Stack:
+    link, prom, graf = free_ports(3)
+    return stack.Stack(project, SUPERNODES, WORKERS, tls, superlink_port=link, prometheus_port=prom, grafana_port=graf)
+
+
+@pytest.fixture(scope="module")
+def plain(engine: Engine, chosen: images.Images) -> Iterator[stack.Stack]:
+    s = _stack("leakbed-ct", tls=False)
+    stack.down(engine, s)
+    stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
+    yield s
+    stack.down(engine, s)
+
+
+def submit(engine: Engine, s: stack.Stack, name: str, *extra: str, timeout: float = 900) -> tuple[float, str]:
+    """``flwr run`` as the user would (the printed run config plus this test's small run); returns
+    (when it returned, its output)."""
+    overrides = [*SMALL, *compose.overrides(SUPERNODES, WORKERS, s.tls), f"telemetry.hold_seconds={HOLD_S}", *extra]
+    value = f"config='/app/{CONFIG}' set='{' '.join(overrides)}' out-dir='/data/runs/{name}' prior='random'"
+    cmd = [str(VENV_BIN / "flwr"), "run", str(REPO), stack.CONNECTION, "--stream", "--run-config", value]
+    out = subprocess.run(cmd, env=flower_env(s.flwr_home), capture_output=True, text=True, timeout=timeout, check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0 and "Successfully started run" in text, text[-4000:] + logs(engine, s)
+    return time.time(), text
+
+
+def logs(engine: Engine, s: stack.Stack, tail: int = 40) -> str:
+    out = engine.compose_run(*s.compose_args(), "logs", "--no-color", "--tail", str(tail), check=False)
+    return "\n--- compose logs ---\n" + (out.stdout + out.stderr)[-8000:]
+
+
+def fetch_run(engine: Engine, s: stack.Stack, name: str, dest: Path) -> dict:
+    """The run folder from the leakbed-data volume; returns its prior's metrics.json."""
+    engine.compose_run(*s.compose_args(), "cp", f"serverapp:/data/runs/{name}", str(dest))
+    return json.loads((dest / "random" / "metrics.json").read_text())
+
+
+def exec_in(engine: Engine, s: stack.Stack, service: str, *argv: str) -> str:
+    out = engine.compose_run(*s.compose_args(), "exec", "-T", service, *argv, check=False)
+    return out.stdout
+
+
+def container(engine: Engine, s: stack.Stack, service: str) -> str:
+    return engine.compose_run(*s.compose_args(), "ps", "-q", service).stdout.strip()
+
+
+def prometheus_query(s: stack.Stack, expr: str, at: float) -> list[dict]:
+    query = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"http://127.0.0.1:{s.prometheus_port}/api/v1/query?{query}", timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Stack, tmp_path: Path) -> None:
+    submit(engine, plain, "plain")
+    deployed = fetch_run(engine, plain, "plain", tmp_path / "plain")
+    assert deployed["users"] == SUPERNODES and deployed["rounds"] == ROUNDS
+    assert deployed["pool"]["tapped"] == deployed["pool"]["analysed"] == SUPERNODES * ROUNDS
+    assert (tmp_path / "plain" / "report.md").is_file()
+    assert deployed["attack_side"]["remote_workers"] is True, deployed["attack_side"]
+
+    # the same config and seed in the Ray simulation (without the deployment's overrides: workers' addresses, telemetry)
+    cfg = load_config(REPO / CONFIG, [*SMALL, f"data.synthetic.users={SUPERNODES}"])
+    simulated = simulate(cfg, "random", tmp_path / "sim")
+    for attacker, m in simulated["attackers"].items():
+        d = deployed["attackers"][attacker]
+        for key in ("ap", "chance_ap", "top1", "top5"):
+            assert math.isclose(d[key], m[key], abs_tol=1e-9), (attacker, key, d[key], m[key])
+    assert deployed["suite"]["matching"]["ap"] == pytest.approx(simulated["suite"]["matching"]["ap"], abs=1e-9)
+    assert deployed["utility"].keys() == simulated["utility"].keys()
+    for rnd, u in simulated["utility"].items():
+        assert deployed["utility"][rnd]["loss"] == pytest.approx(u["loss"], abs=1e-6), rnd
+
+
+def test_attack_workers_cannot_see_the_truth(engine: Engine, plain: stack.Stack) -> None:
+    for w in range(WORKERS):
+        service = f"attack-worker-{w}"
+        mounts = json.loads(engine.run("inspect", container(engine, plain, service), "--format", "{{json .Mounts}}").stdout)
+        volumes = {m.get("Name", "") for m in mounts} | {m.get("Destination", "") for m in mounts}
+        assert not any("referee" in v or "leakbed-data" in v for v in volumes), mounts
+        assert any(m.get("Destination") == "/attack-store" for m in mounts), mounts
+        found = exec_in(
+            engine, plain, service, "find", "/", "-xdev", "(", "-name", "truth.jsonl", "-o", "-name", "update-ids.key", ")"
+        )
+        assert found.strip() == "", found
+        stores = exec_in(engine, plain, service, "find", "/attack-store", "-maxdepth", "3", "-name", "knowledge.json")
+        assert stores.strip(), "the worker's store holds the run's knowledge (so find did look)"
+    # the truth is there, in the ServerApp's container only
+    assert exec_in(engine, plain, "serverapp", "find", "/referee", "-name", "truth.jsonl").strip()
+
+
+def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.Stack, tmp_path: Path) -> None:
+    """A SuperNode killed mid-run: the run finishes and counts the failure. An attack worker
+    killed mid-run: its restart policy brings it back and analysed catches up with tapped."""
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        # a dead device is found by the SuperLink's heartbeats, or at the latest by the round's time limit
+        result["end"], result["out"] = submit(engine, plain, "faults", "fl.round_timeout=240")
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    worker = container(engine, plain, "attack-worker-1")
+    wait_for(lambda: _round(plain) >= 1, 300)
+    engine.run("kill", container(engine, plain, "supernode-2"))
+    engine.run("kill", worker)
+    thread.join(900)
+    assert "end" in result, "the run did not finish"
+    metrics = fetch_run(engine, plain, "faults", tmp_path / "faults")
+    failed = sum(r["failed"] for r in metrics["rounds_log"].values())
+    assert failed >= 1, metrics["rounds_log"]
+    pool = metrics["pool"]
+    assert pool["tapped"] == pool["analysed"] and pool["dropped"] == 0, pool
+    report = (tmp_path / "faults" / "report.md").read_text()
+    assert re.search(r"failed replies [1-9]", report), report
+    restarted = json.loads(engine.run("inspect", worker, "--format", "{{json .RestartCount}}").stdout or "0")
+    assert restarted >= 1 or container(engine, plain, "attack-worker-1") != worker
+    check_dashboard(plain, float(result["end"]) - HOLD_S / 2)
+
+
+def _round(s: stack.Stack) -> float:
+    try:
+        found = prometheus_query(s, "max(leakbed_round)", time.time())
+    except OSError:
+        return 0.0
+    return float(found[0]["value"][1]) if found else 0.0
+
+
+def wait_for(condition, timeout: float) -> None:  # noqa: ANN001 - a zero-argument predicate
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(2)
+    raise AssertionError(f"not within {timeout:.0f}s")
+
+
+def check_dashboard(s: stack.Stack, at: float) -> None:
+    """Every panel's PromQL returns at least one series from the live Prometheus (no Grafana server
+    can be installed here): each panel would show data."""
+    doc = dashboard()
+    variables = [v["name"] for v in doc["templating"]["list"]]
+    empty = []
+    for panel in panels(doc):
+        for target in panel.get("targets", []):
+            expr = substitute(target["expr"], variables).replace("$__rate_interval", "1m")
+            if not prometheus_query(s, expr, at):
+                empty.append(f"{panel['title']}: {expr}")
+    assert not empty, "\n".join(empty)
+
+
+def test_tls_overlay_runs_with_authenticated_supernodes(engine: Engine, chosen: images.Images, tmp_path: Path) -> None:
+    s = _stack("leakbed-ct-tls", tls=True)
+    stack.down(engine, s)
+    try:
+        stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
+        reg = engine.compose_run(*s.compose_args(), "logs", "--no-color", "register-supernodes", check=False).stdout
+        assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
+        submit(engine, s, "tls")
+        metrics = fetch_run(engine, s, "tls", tmp_path / "tls")
+        assert metrics["pool"]["tapped"] == metrics["pool"]["analysed"] == SUPERNODES * ROUNDS
+        assert metrics["attack_side"]["remote_workers"] is True
+    finally:
+        left = stack.down(engine, s)
+    assert left == [], left
+
+
+def test_down_leaves_nothing_behind(engine: Engine, plain: stack.Stack) -> None:
+    assert stack.down(engine, plain) == []
+    assert not plain.folder.exists()
