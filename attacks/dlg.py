@@ -37,7 +37,9 @@ def dlg_reconstruct(
     target = [torch.as_tensor(grads[n]).float() for n in names]
     x = torch.rand(batch_size, *input_shape, generator=gen).requires_grad_(True)
     y = torch.randn(batch_size, num_classes, generator=gen).requires_grad_(True)
-    opt = torch.optim.LBFGS([x, y], lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [x, y], lr=1.0, max_iter=20, history_size=100, line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0
+    )
 
     def closure() -> torch.Tensor:
         opt.zero_grad()

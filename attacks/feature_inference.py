@@ -90,14 +90,22 @@ def _flat(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tenso
 def infer_labels(split: FeatureSplit, grads: dict[str, np.ndarray], batch_size: int, aux_x: np.ndarray) -> np.ndarray:
     """The batch's labels from the output bias gradient (iDLG, Zhao et al. 2020; Yin et al. 2021).
 
-    For mean cross-entropy the output bias gradient is (1/B) Σ_i (p_i − y_i): a class with a
-    negative entry is in the batch, and with p̄ (the model's mean softmax on auxiliary data) its
-    count is about B·(p̄_c − g_c). Counts are rounded to sum to B, each present class at least 1.
-    Uses only the gradient, the global model and auxiliary data. Returns B sorted class indices.
-    """
-    bias = np.asarray(grads[split.classifier_keys[-1]], dtype=np.float64)
+    Uses only the gradient, the global model and auxiliary data. Returns B sorted class indices
+    (``label_counts``)."""
     with torch.no_grad():
         p_bar = torch.softmax(split.classifier(split.features(torch.as_tensor(aux_x))), 1).mean(0).double().numpy()
+    return label_counts(np.asarray(grads[split.classifier_keys[-1]], dtype=np.float64), p_bar, batch_size)
+
+
+def label_counts(bias: np.ndarray, p_bar: np.ndarray, batch_size: int) -> np.ndarray:
+    """B sorted class indices read from an output bias gradient ``bias`` and the model's mean softmax
+    ``p_bar`` on auxiliary data.
+
+    For mean cross-entropy the output bias gradient is (1/B) Σ_i (p_i − y_i): a class with a
+    negative entry is in the batch, and its count is about B·(p̄_c − g_c). Counts are rounded to
+    sum to B, each present class at least 1.
+    """
+    bias = np.asarray(bias, dtype=np.float64)
     est = np.clip(batch_size * (p_bar - bias), 0.0, None)
     est = np.where(bias < 0, np.maximum(est, 1.0), est)
     counts = np.floor(est).astype(int)

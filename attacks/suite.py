@@ -41,6 +41,9 @@ class Needs:
     property_column: bool = False  # a per-example 'property' attribute, with and without it in the prior
     profile_class: bool = False  # attack.profile.target_class is a class with examples in the prior
     full_updates: bool = False  # the attack reads every parameter's Δw, not only the attack layers
+    participation: bool = False  # each round's sampled nodes, as per-run keyed pseudonyms (attacks.linkage)
+    models: frozenset[str] | None = None  # model.name values (auto resolved) it is written for; None = any
+    plain_sgd: bool = False  # Δw = η·Σ gradients: fl.optimizer 'sgd' without momentum (the gradient-inversion attacks)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ def needs_full_updates(names: list[str] | tuple[str, ...]) -> bool:
     return any(spec(n).needs.full_updates for n in names)
 
 
+def needs_participation(names: list[str] | tuple[str, ...]) -> bool:
+    """Whether the server must tell the pool each round's sampled nodes (as keyed pseudonyms) for these attacks."""
+    return any(spec(n).needs.participation for n in names)
+
+
 def unmet(name: str, fed: Federation, cfg: ExperimentConfig) -> str | None:
     """The one-line reason why attack ``name`` cannot run on this federation and config, or None."""
     needs, corpus = spec(name).needs, fed.corpus
@@ -93,6 +101,17 @@ def unmet(name: str, fed: Federation, cfg: ExperimentConfig) -> str | None:
         return f"attack.suite: {name!r} needs {needs.modality} data; {source} is {modality}"
     if needs.tasks is not None and corpus.task not in needs.tasks:
         return f"attack.suite: {name!r} needs a {' or '.join(sorted(needs.tasks))} task; {source} is {corpus.task}"
+    if needs.models is not None:
+        from core.models import resolve_name
+
+        model = resolve_name(cfg.model, corpus)
+        if model not in needs.models:
+            return f"attack.suite: {name!r} needs model.name {' or '.join(sorted(needs.models))}; {source} trains {model!r}"
+    if needs.plain_sgd and (cfg.fl.optimizer != "sgd" or cfg.fl.momentum):
+        return (
+            f"attack.suite: {name!r} inverts Δw = η·Σ gradients, so it needs fl.optimizer = 'sgd' with fl.momentum = 0 "
+            f"(got {cfg.fl.optimizer!r}, momentum {cfg.fl.momentum:g})"
+        )
     prior = fed.prior()
     if needs.attribute_columns:
         why = _attributes_unmet(name, prior, cfg, source)

@@ -76,6 +76,9 @@ def updates_request(run: pb.Run, batch_id: str, updates: list[AnonymousUpdate]) 
             num_examples=u.num_examples,
             arrays=to_tensors(u.arrays) if u.arrays is not None else [],
             has_arrays=u.arrays is not None,
+            norm=u.norm,
+            sparsity=u.sparsity,
+            nbytes=u.nbytes,
         )
         for u in updates
     ]
@@ -85,7 +88,14 @@ def updates_request(run: pb.Run, batch_id: str, updates: list[AnonymousUpdate]) 
 def updates_of(req: pb.UpdatesRequest) -> list[AnonymousUpdate]:
     return [
         AnonymousUpdate(
-            m.update_id, int(m.round), from_npy(m.vector), int(m.num_examples), from_tensors(m.arrays) if m.has_arrays else None
+            m.update_id,
+            int(m.round),
+            from_npy(m.vector),
+            int(m.num_examples),
+            from_tensors(m.arrays) if m.has_arrays else None,
+            float(m.norm),
+            float(m.sparsity),
+            int(m.nbytes),
         )
         for m in req.updates
     ]

@@ -51,7 +51,10 @@ def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundS
 def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> None:
     rnd = updates[0].round
     ids = [u.update_id for u in updates]
-    store.write_anon(rnd, batch, ids, np.stack([u.vector for u in updates]), np.asarray([u.num_examples for u in updates]))
+    meta = {k: np.asarray([getattr(u, k) for u in updates]) for k in ("norm", "sparsity", "nbytes")}
+    store.write_anon(
+        rnd, batch, ids, np.stack([u.vector for u in updates]), np.asarray([u.num_examples for u in updates]), meta
+    )
     if updates[0].arrays is not None:
         store.write_anon_full(rnd, batch, ids, [u.arrays or {} for u in updates])
 

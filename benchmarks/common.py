@@ -148,3 +148,23 @@ def finish(out: Path, keep: bool, summary: dict) -> None:
     if keep:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     print(line, flush=True)
+
+
+@contextlib.contextmanager
+def counted_starts() -> Iterator[list[int]]:
+    """Count ``run_simulation`` calls while active (``leakbed.simulate`` starts a run again when Ray
+    failed to come up): a measurement whose run needed more than one start includes a failed one."""
+    import flwr.simulation
+
+    original = flwr.simulation.run_simulation
+    starts = [0]
+
+    def counting(*args: object, **kwargs: object) -> object:
+        starts[0] += 1
+        return original(*args, **kwargs)
+
+    flwr.simulation.run_simulation = counting
+    try:
+        yield starts
+    finally:
+        flwr.simulation.run_simulation = original

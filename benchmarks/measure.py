@@ -217,3 +217,56 @@ class TreeMemory:
             "pss_interval_s": self.pss_interval,
             "mean_pss_sample_ms": round(1000 * self.pss_seconds / max(self.pss_samples, 1), 2),
         }
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of ``pid`` in seconds (its own threads; reaped children not included)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def tree_cpu_by_label(root: int | None = None) -> dict[int, tuple[str, float]]:
+    """pid -> (label, CPU seconds so far) for ``root`` (default this process) and its descendants."""
+    out = {}
+    for pid in tree_pids(os.getpid() if root is None else root):
+        cpu = cpu_seconds(pid)
+        if cpu is not None:
+            out[pid] = (label(pid), cpu)
+    return out
+
+
+def cpu_between(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds each kind of process (label) used between two ``tree_cpu_by_label`` snapshots
+    (a process born in between counts from 0; one that exited in between is lost)."""
+    used: Counter[str] = Counter()
+    for pid, (name, cpu) in after.items():
+        used[name] += cpu - before.get(pid, (name, 0.0))[1]
+    return {k: round(v, 2) for k, v in used.most_common()}
+
+
+def thread_cpu_by_name() -> dict[str, float]:
+    """CPU seconds so far of this process' threads, by Python thread name (threads Python did not
+    start, e.g. gRPC's and Ray's, are summed as "native"), to tell the driver's workers apart."""
+    import threading
+
+    def kind(name: str) -> str:  # "Thread-7 (_dispatch)" -> "_dispatch": the target says what it does
+        return name[name.index("(") + 1 : -1] if name.startswith("Thread-") and "(" in name else name
+
+    names = {t.native_id: kind(t.name) for t in threading.enumerate()}
+    used: Counter[str] = Counter()
+    me = os.getpid()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        try:
+            with open(f"/proc/{me}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        used[names.get(int(tid), "native")] += (int(fields[11]) + int(fields[12])) / _TICK
+    return dict(used)

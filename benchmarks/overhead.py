@@ -1,6 +1,6 @@
-"""leakbed's overhead over plain Flower on the same workload.
+"""leakbed's overhead over plain Flower on the same workload, like with like, and where it goes.
 
-``python -m benchmarks.overhead [--users 30] [--rounds 5] [--fraction 0.2] [--repeats 1]``
+``python -m benchmarks.overhead [--users 30] [--rounds 5] [--fraction 0.2] [--repeats 1] [--no-plain-evaluate]``
 
 Both runs use one config (synthetic users, rounds, model, train config, seed), the same
 ClientApp (``client.app:app``), the same initial model, ``run_simulation`` with the same
@@ -8,10 +8,19 @@ backend config, inside ``seeded_node_ids``:
 
 * plain: a ServerApp whose main runs ``flwr.serverapp.strategy.FedAvg`` (fraction_train C,
   fraction_evaluate 0, min_train_nodes 1, min_available_nodes = users) with the train
-  ConfigRecord of ``server.run_parts.train_config``; its evaluate_fn is a no-op that only
-  records the end of each round (``--plain-evaluate``: the same centralised evaluation leakbed does);
+  ConfigRecord of ``server.run_parts.train_config``; its evaluate_fn runs the same centralised
+  utility evaluation leakbed runs after every round (like with like; ``--no-plain-evaluate``
+  gives the old comparison against a no-op evaluate_fn, which puts the evaluation into the gap);
 * leakbed: ``leakbed.simulate.simulate(cfg, rule, run_dir)``: the curious strategy, shuffler, attack
   pool, referee, per-round utility evaluation, and fitting the attackers after the last round.
+
+It reports the three ratios of issue 14.4 against their goals (steady round <= 1.10x, whole run
+<= 1.2x, peak tree PSS <= 1.25x) and explains the steady-round gap by component: the leakbed run's
+server-side pieces are timed in place (validation, arrival-order hashing, shuffler with sealing,
+tap into the pool, telemetry, utility evaluation, FedAvg's own aggregation, which plain also
+pays), and the CPU seconds each kind of process used during the steady rounds (from /proc) show
+what the attack workers took from the cores the client actors run on. Memory is split the same
+way: RSS at the peak by kind of process, plain against leakbed.
 
 FL time is ``strategy.start`` (plain, timed here) and metrics.json ``fl_seconds`` (leakbed);
 whole-run time is the ``run_simulation`` / ``simulate`` call (Ray start and stop included, and
@@ -34,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.common import (
     RoundMarks,
     add_common_args,
+    counted_starts,
     finish,
     fmt,
     fresh,
@@ -44,7 +54,7 @@ from benchmarks.common import (
     quiet_env,
     table,
 )
-from benchmarks.measure import TreeMemory
+from benchmarks.measure import TreeMemory, cpu_between, thread_cpu_by_name, tree_cpu_by_label
 
 if TYPE_CHECKING:
     from flwr.app import Message
@@ -52,6 +62,96 @@ if TYPE_CHECKING:
     from core.config import ExperimentConfig
 
 quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
+
+
+GOALS = {"steady_round_s": 1.10, "whole_s": 1.2, "memory": 1.25}  # issue 14.4: leakbed / plain at most
+
+# leakbed's server-side components, timed in place in the driver: (row, module, class or None, attribute)
+COMPONENTS: list[tuple[str, str, str | None, str]] = [
+    ("validation", "server.strategy", None, "reply_problem"),
+    ("arrival-order hashing", "server.strategy", None, "_digest"),
+    ("shuffler (+ sealing truth)", "server.shuffler", "Shuffler", "process"),
+    ("tap (pool submit)", "attacks.pool", "AttackPool", "submit_round"),
+    ("tap (pool submit)", "attacks.pool", "AttackPool", "submit_updates"),
+    ("telemetry", "server.experiment", None, "observe_round"),
+    ("telemetry", "server.metrics", "RunTelemetry", "utility"),
+    ("utility evaluation", "server.run_parts", "RunParts", "evaluate"),
+    ("FedAvg aggregation", "flwr.serverapp.strategy", "FedAvg", "aggregate_train"),
+]
+PLAIN_COMPONENTS = ("FedAvg aggregation",)  # what the plain run's clock times (its evaluation is timed in its evaluate_fn)
+
+
+class CpuMarks(RoundMarks):
+    """Round marks that also snapshot the CPU seconds of every process in this tree at each mark."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: dict[int, dict[int, tuple[str, float]]] = {}
+        self.threads: dict[int, dict[str, float]] = {}
+
+    def __call__(self, rnd: int, *rest: object) -> None:
+        super().__call__(rnd, *rest)
+        self.cpu[rnd] = tree_cpu_by_label()
+        self.threads[rnd] = thread_cpu_by_name()
+
+    def steady_threads(self, rounds: int) -> dict[str, float]:
+        """The driver's CPU seconds per steady round by thread name."""
+        if rounds < 2 or 1 not in self.threads or rounds not in self.threads:
+            return {}
+        a, b = self.threads[1], self.threads[rounds]
+        return {k: round((v - a.get(k, 0.0)) / (rounds - 1), 3) for k, v in sorted(b.items(), key=lambda kv: -kv[1])}
+
+    def steady_cpu(self, rounds: int) -> dict[str, float]:
+        """CPU seconds per steady round (rounds 2..R) by kind of process."""
+        if rounds < 2 or 1 not in self.cpu or rounds not in self.cpu:
+            return {}
+        return {k: v / (rounds - 1) for k, v in cpu_between(self.cpu[1], self.cpu[rounds]).items()}
+
+
+class ComponentClock:
+    """Wraps each of ``COMPONENTS`` while active, recording (start, seconds) of every call."""
+
+    def __init__(self, only: tuple[str, ...] | None = None) -> None:
+        self.calls: dict[str, list[tuple[float, float]]] = {}
+        self._only = only
+        self._undo: list[tuple[object, str, object]] = []
+
+    def __enter__(self) -> ComponentClock:
+        import importlib
+
+        for name, module, cls, attr in COMPONENTS:
+            if self._only is not None and name not in self._only:
+                continue
+            holder = importlib.import_module(module)
+            holder = getattr(holder, cls) if cls else holder
+            original = getattr(holder, attr)
+            self._undo.append((holder, attr, original))
+            setattr(holder, attr, self._timed(name, original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for holder, attr, original in reversed(self._undo):
+            setattr(holder, attr, original)
+        self._undo.clear()
+
+    def _timed(self, name: str, fn: Any) -> Any:
+        calls = self.calls.setdefault(name, [])
+
+        def timed(*args: object, **kwargs: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                calls.append((t0, time.perf_counter() - t0))
+
+        return timed
+
+    def per_steady_round(self, marks: RoundMarks, rounds: int) -> dict[str, float]:
+        """Seconds per steady round (calls that started between the ends of round 1 and round R)."""
+        if rounds < 2 or 1 not in marks.perf or rounds not in marks.perf:
+            return {}
+        lo, hi = marks.perf[1], marks.perf[rounds]
+        return {n: sum(d for t, d in c if lo <= t < hi) / (rounds - 1) for n, c in self.calls.items()}
 
 
 POOL_KEYS = ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rounds_analysed", "max_lag_rounds", "shadow_seconds")
@@ -101,7 +201,9 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
 
     fed = federation(cfg, rule)
     users = len(fed.user_ids)
-    marks = RoundMarks()
+    marks = CpuMarks()
+    clock = ComponentClock(only=PLAIN_COMPONENTS)
+    evaluations: list[tuple[float, float]] = clock.calls.setdefault("utility evaluation", [])
     state: dict = {}
     app = ServerApp()
 
@@ -116,9 +218,11 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
 
         def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord | None:
             res = None
-            if evaluate_server:
+            if evaluate_server:  # as RunParts.evaluate: load the global model, evaluate on the users' held-out data
+                t0 = time.perf_counter()
                 model.load_state_dict(arrays.to_torch_state_dict())
                 res = MetricRecord(evaluate(model, test, fed.corpus.task, device=device))
+                evaluations.append((t0, time.perf_counter() - t0))
             marks(rnd)
             return res
 
@@ -143,7 +247,7 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
         state["fl_seconds"] = time.perf_counter() - t0
         state["main_end"] = time.time()
 
-    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
+    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem, clock:
         start = time.time()
         with seeded_node_ids(cfg.seed):
             run_simulation(server_app=app, client_app=client_app, num_supernodes=users, backend_config=backend_config(cfg))
@@ -176,6 +280,9 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval:
         "memory": mem.report(),
         "problems": problems,
         "initial": state.get("initial"),
+        "components": clock.per_steady_round(marks, cfg.fl.rounds),
+        "cpu": marks.steady_cpu(cfg.fl.rounds),
+        "driver_threads": marks.steady_threads(cfg.fl.rounds),
     }
 
 
@@ -186,8 +293,8 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     from core.store import UpdateStore
     from leakbed.simulate import simulate
 
-    marks = RoundMarks()
-    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
+    marks = CpuMarks()
+    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem, ComponentClock() as clock, counted_starts() as starts:
         start = time.time()
         summary = simulate(cfg, rule, out, marks)
         end = time.time()
@@ -203,6 +310,8 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     pool = summary["pool"]
     if pool["tapped"] != pool["analysed"] or pool["errors"]:
         problems.append(f"pool: tapped {pool['tapped']}, analysed {pool['analysed']}, errors {pool['errors'][:3]}")
+    if starts[0] > 1:  # the whole-run time holds a failed Ray start; the rounds themselves are those of the last start
+        problems.append(f"the run needed {starts[0]} starts (Ray failed to come up): its whole-run time includes the failed ones")
     try:
         initial = UpdateStore(layout.store(rule)).read_global(1)  # round 1's global model = the initial model
     except OSError:
@@ -223,6 +332,9 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
         | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
         | pool_timeline(layout.store(rule), marks, cfg.fl.rounds),
         "attackers": {n: {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")} for n, m in summary["attackers"].items()},
+        "components": clock.per_steady_round(marks, cfg.fl.rounds),
+        "cpu": marks.steady_cpu(cfg.fl.rounds),
+        "driver_threads": marks.steady_threads(cfg.fl.rounds),
     }
 
 
@@ -255,13 +367,61 @@ def _medians(rs: list[dict]) -> dict[str, float | None]:
     return med
 
 
+def _median_maps(maps: list[dict[str, float]]) -> dict[str, float]:
+    """Key-wise median of dicts (a key missing from a run counts as 0 there)."""
+    keys = {k for m in maps for k in m}
+    return {k: median([m.get(k, 0.0) for m in maps]) or 0.0 for k in sorted(keys)}
+
+
+def breakdown(pl: dict, lk: dict, cores: int) -> tuple[list[list[object]], dict]:
+    """Rows explaining the steady-round gap (leakbed - plain), and the same as JSON.
+
+    Server-side components run in the ServerApp thread between a round's last reply and the
+    next round's start, so their seconds add to the round one for one (plain's own aggregation
+    and evaluation are subtracted). The attack workers run beside the client actors: their CPU
+    seconds per round, spread over the host's cores, estimate what they took from the clients
+    (exact when clients and workers compete for every core, as on a small machine). The rest is
+    what neither accounts for: Ray's scheduling, the sampler and noise of a shared machine.
+    """
+    gap = (lk["steady_round_s"] or 0.0) - (pl["steady_round_s"] or 0.0)
+    lc, pc = lk["components"], pl["components"]
+    rows: list[list[object]] = []
+    explained = 0.0
+    out: dict[str, dict[str, float | None]] = {}
+    for name in dict.fromkeys(n for n, *_ in COMPONENTS):
+        extra = lc.get(name, 0.0) - pc.get(name, 0.0)
+        explained += extra
+        out[name] = {"plain_s": pc.get(name), "leakbed_s": lc.get(name), "extra_s": extra}
+        rows.append([f"  {name}", pc.get(name), lc.get(name, 0.0), extra, extra / gap if gap > 0 else None])
+    workers = lk["cpu"].get("python attacks.worker", 0.0) + lk["cpu"].get("mp-spawn child (attack worker)", 0.0)
+    compete = workers / cores
+    explained += compete
+    out["attack workers competing for cores"] = {"cpu_s": workers, "extra_s": compete}
+
+    def share(x: float) -> float | None:
+        return x / gap if gap > 0 else None
+
+    rows.append([f"  attack workers: {workers:.2f} CPU-s/round over {cores} cores", 0.0, compete, compete, share(compete)])
+    rest = gap - explained
+    out["rest"] = {"extra_s": rest}
+    rows.append(["  rest (Ray scheduling, sampler, noise)", None, None, rest, share(rest)])
+    rows.append(["steady-round gap leakbed - plain [s]", pl["steady_round_s"], lk["steady_round_s"], gap, share(gap)])
+    return rows, {"gap_s": gap, "components": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=30, help="synthetic users = virtual SuperNodes (default 30)")
     p.add_argument("--rounds", type=int, default=5, help="FL rounds (default 5)")
     p.add_argument("--fraction", type=float, default=0.2, help="fraction of clients per round C (default 0.2)")
     p.add_argument("--repeats", type=int, default=1, help="pairs of runs; the order alternates, medians are reported (default 1)")
-    p.add_argument("--plain-evaluate", action="store_true", help="give plain FedAvg leakbed's centralised evaluation each round")
+    p.add_argument(
+        "--plain-evaluate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give plain FedAvg leakbed's centralised utility evaluation after each round, like with like (default); "
+        "--no-plain-evaluate: a no-op evaluate_fn, which counts the evaluation as overhead",
+    )
     p.add_argument("--only", choices=["plain", "leakbed"], help="run one side only (for debugging; no ratios)")
     add_common_args(p)
     args = p.parse_args(argv)
@@ -304,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     print_config("benchmarks.overhead: plain Flower FedAvg vs leakbed, same workload", settings, dump_config(cfg))
 
     intervals = (args.interval, args.pss_interval)
+    load_before = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
     with out_dir(args.out, "leakbed-overhead-") as out:
         for i in range(args.repeats):
@@ -324,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         med = {kind: _medians(rs) for kind, rs in runs.items()}
         empty = dict.fromkeys(TIMES + ("peak_rss_mib", "peak_pss_mib"))
         pl, lk = med.get("plain", empty), med.get("leakbed", empty)
+        for kind, m in (("plain", pl), ("leakbed", lk)):
+            m["components"] = _median_maps([r["components"] for r in runs.get(kind, [])])
+            m["cpu"] = _median_maps([r["cpu"] for r in runs.get(kind, [])])
 
         def ratio(key: str) -> float | None:
             a, b = lk[key], pl[key]
@@ -351,8 +515,53 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(["updates trained", first("plain", "updates"), first("leakbed", "updates"), None])
         rows.append(["examples trained", first("plain", "examples"), first("leakbed", "examples"), None])
         n = f" (median of {args.repeats})" if args.repeats > 1 else ""
-        print(f"\n== results{n}")
+        like = "same per-round evaluation in both" if args.plain_evaluate else "plain WITHOUT evaluation: not like with like"
+        load = f"load average (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs"
+        print(f"\n== results{n}; {like}; {load}")
         print(table(["", "plain FedAvg", "leakbed", "leakbed/plain"], rows))
+
+        mem_key = "peak_pss_mib" if lk["peak_pss_mib"] and pl["peak_pss_mib"] else "peak_rss_mib"
+        verdicts = {
+            "steady_round": (ratio("steady_round_s"), GOALS["steady_round_s"]),
+            "whole_run": (ratio("whole_s"), GOALS["whole_s"]),
+            f"memory ({mem_key[5:8].upper()})": (ratio(mem_key), GOALS["memory"]),
+        }
+        print(
+            "goals: "
+            + "; ".join(
+                f"{k} {fmt(v)}x (<= {g}: {'yes' if v is not None and v <= g else 'NO'})" for k, (v, g) in verdicts.items()
+            )
+        )
+        explain: dict = {}
+        if runs.get("plain") and runs.get("leakbed"):
+            brows, explain = breakdown(pl, lk, os.cpu_count() or 1)
+            print("\n== where the steady round goes (seconds per round 2..R; plain's own share subtracted)")
+            print(table(["", "plain", "leakbed", "leakbed extra", "share of gap"], brows))
+            kinds = list(dict.fromkeys([*lk["cpu"], *pl["cpu"]]))
+            extra_cpu = {k: lk["cpu"].get(k, 0.0) - pl["cpu"].get(k, 0.0) for k in kinds}
+            more = sum(v for v in extra_cpu.values() if v > 0)
+            cpu_rows: list[list[object]] = [
+                [k, pl["cpu"].get(k), lk["cpu"].get(k), extra_cpu[k], extra_cpu[k] / more if more else None] for k in kinds
+            ]
+            cpu_rows.append(["all", sum(pl["cpu"].values()), sum(lk["cpu"].values()), sum(extra_cpu.values()), None])
+            explain["extra_cpu_s"] = extra_cpu
+            print(
+                "\n== CPU seconds per steady round by process (on a loaded host a round stretches with the CPU it needs,\n"
+                "   so the shares of the extra CPU attribute the gap better than the idle-core estimate above)"
+            )
+            print(table(["", "plain", "leakbed", "leakbed extra", "share of extra CPU"], cpu_rows))
+            threads = {kind: _median_maps([r["driver_threads"] for r in rs]) for kind, rs in runs.items()}
+            explain["driver_threads"] = threads
+            trows = [
+                [k, threads["plain"].get(k), threads["leakbed"].get(k)]
+                for k in dict.fromkeys([*threads["leakbed"], *threads["plain"]])
+            ]
+            print('\n== the driver\'s CPU seconds per steady round by thread ("native": threads of gRPC, Ray, torch)')
+            print(table(["", "plain", "leakbed"], trows))
+            mem = {kind: rs[-1]["memory"]["rss_mib_at_peak_by_process"] for kind, rs in runs.items()}
+            mem_rows = [[k, mem["plain"].get(k), mem["leakbed"].get(k)] for k in dict.fromkeys([*mem["leakbed"], *mem["plain"]])]
+            print("\n== RSS at the peak by process [MiB] (last run; RSS counts shared pages once per process)")
+            print(table(["", "plain", "leakbed"], mem_rows))
 
         pairs = zip(runs.get("plain", []), runs.get("leakbed", []), strict=False)
         same_init = [_same_initial(a["initial"], b["initial"]) for a, b in pairs]
@@ -400,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
             "plain": med.get("plain"),
             "leakbed": med.get("leakbed"),
             "ratio": {k: ratio(k) for k in ("whole_s", "fl_s", "steady_round_s", "peak_rss_mib", "peak_pss_mib")},
+            "goals": {k: {"ratio": v, "goal": g, "met": v is not None and v <= g} for k, (v, g) in verdicts.items()},
+            "steady_gap": explain,
+            "load": [load_before, os.getloadavg()[0]],
             "pool": {k: last.get(k) for k in pool_keys},
             "updates": {kind: rs[0]["updates"] for kind, rs in runs.items()},
             "examples": {kind: rs[0]["examples"] for kind, rs in runs.items()},

@@ -10,14 +10,17 @@ separate ConfigRecord that the server's shuffler removes before anything else lo
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Callable
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import ClientAppCallable
 
 from client.adversary import adversary_round, is_adversary
-from client.batch_truth import batch_truth
+from client.batch_truth import batch_truth, needs_records
 from client.user_facts import user_facts
 from core.config import ExperimentConfig
 from core.data import Federation, federation
@@ -25,15 +28,32 @@ from core.models import build_model
 from core.property_plan import planned_data
 from core.training import TrainConfig, evaluate, local_update, pick_device
 from defenses.augment import apply_data_defenses
+from defenses.count_report import metadata_mod
 from defenses.dp import dp_mod
 from defenses.dropout import device_dropout, dropout_during
 from defenses.update_mods import update_defense_mod
 from defenses.vocabulary import restrict_vocabulary, vocab_mod
 
 TRUTH_KEY = "leakbed-truth"
+SECAGG_CONFIGS = "secaggplus_configs"  # the record every SecAgg+ stage message carries (flwr's RECORD_KEY_CONFIGS)
 
-# Outermost first: DP clips (and noises) what the update-level defenses leave; vocab acts on the raw update.
-app = ClientApp(mods=[dp_mod, update_defense_mod, vocab_mod])
+# Outermost first: DP clips (and noises) what the update-level defenses leave; vocab acts on the raw update;
+# the metadata defenses (count reports, norm clipping) act on what the update-level defenses leave.
+DEVICE_MODS = [dp_mod, metadata_mod, update_defense_mod, vocab_mod]
+
+
+def secagg_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """Under ``fl.secure_aggregation = 'secagg+'`` the server runs Flower's legacy SecAgg+ workflow,
+    whose messages carry its stage record: hand them to the SecAgg+ device (``client.secagg``, which
+    trains through ``device_train`` below, Mods included), so ``flwr run`` serves both loops."""
+    if msg.metadata.message_type == "train" and SECAGG_CONFIGS in msg.content.config_records:
+        from client.secagg import app as secagg_app  # imported here: client.secagg trains through this module
+
+        return secagg_app(msg, context)
+    return call_next(msg, context)
+
+
+app = ClientApp(mods=[secagg_mod, *DEVICE_MODS])
 
 
 def _setup(msg: Message, context: Context) -> tuple[ExperimentConfig, Federation, int, torch.nn.Module]:
@@ -83,7 +103,7 @@ def train(msg: Message, context: Context) -> Message:
             TRUTH_KEY: ConfigRecord(
                 {
                     "user-id": fed.user_ids[pid],
-                    **batch_truth(data, tcfg, seed, records="membership" in cfg.attack.suite),
+                    **batch_truth(data, tcfg, seed, records=needs_records(cfg.attack.suite)),
                     **user_facts(fed.private(pid), fed.corpus),
                     **adversarial,
                 }
@@ -91,6 +111,20 @@ def train(msg: Message, context: Context) -> Message:
         }
     )
     return Message(content=content, reply_to=msg)
+
+
+
+def device_train(msg: Message, context: Context) -> Message:
+    """The device's train handler behind its Mods, as the ClientApp runs it; the SecAgg+ device calls
+    it so that the same local training, data- and update-level defenses and truth record apply there."""
+    call = train
+    for mod in reversed(DEVICE_MODS):
+        call = functools.partial(_through, mod, call)
+    return call(msg, context)
+
+
+def _through(mod: Callable, call_next: ClientAppCallable, msg: Message, context: Context) -> Message:
+    return mod(msg, context, call_next)
 
 
 @app.evaluate()

@@ -14,10 +14,13 @@ from core.data.corpus import UserData
 from core.record_hash import record_hash
 from core.training import TrainConfig, batch_indices
 
+# suite attacks scored per sample: the device seals which records (and properties) its batches used
+RECORD_ATTACKS = frozenset({"membership", "feature-inference", "dlg", "inverting-gradients"})
+
 
 def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -> dict[str, object]:
     """``has-property`` / ``property-fraction`` of the examples the update's batches used (when the
-    data carries a ``property`` attribute), and their record hashes when ``records``."""
+    data carries a ``property`` attribute), and their record hashes (with each one's property) when ``records``."""
     used = batch_indices(len(data), cfg, seed)
     idx = np.unique(np.concatenate([b.numpy() for b in used])) if used else np.empty(0, np.int64)
     out: dict[str, object] = {"batch-examples": int(len(idx))}
@@ -27,4 +30,11 @@ def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -
         out["property-fraction"] = float(prop.mean()) if len(prop) else 0.0
     if records:
         out["batch-records"] = [record_hash(data.x[i]) for i in idx]
+        if "property" in data.attrs:  # per sample, aligned with batch-records (the reconstruction attacks' truth)
+            out["batch-properties"] = [int(v) for v in np.asarray(data.attrs["property"])[idx].astype(bool)]
     return out
+
+
+def needs_records(suite: list[str]) -> bool:
+    """Whether the suite's scorers need the update's per-sample records (membership, the reconstruction attacks)."""
+    return bool(set(suite) & RECORD_ATTACKS)

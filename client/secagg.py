@@ -1,69 +1,77 @@
-"""The device under Flower's SecAgg+ (legacy API): a NumPyClient around the same local training,
-with ``secaggplus_mod`` masking its weighted parameters so the server only learns the sum.
+"""The device under Flower's SecAgg+ (legacy API): a NumPyClient around the plain device, with
+``secaggplus_mod`` masking its weighted parameters so the server only learns the sum.
 
 Flower 1.41 offers SecAgg+ only with the legacy workflow (``SecAggPlusWorkflow``), a
-``NumPyClient`` and the legacy strategies. The truth facts (user id, property share of the
-batches) travel as plaintext fit metrics, which the server's first stage seals for the referee
-and strips before the strategy looks - as the truth record does in the plain path. Update-level
-Mods (noise, DP clipping) are not applied here; data-level defenses and the property plan are.
+``NumPyClient`` and the legacy strategies. ``fit`` runs the plain ClientApp's own train handler
+behind its Mods (``client.app.device_train``): the same local training, data-level defenses,
+update-level Mods (noise, selective sharing, local DP, vocabulary) and truth record as without
+SecAgg+, so one behaviour holds in every mode. The truth facts travel as plaintext fit metrics,
+which the server's first stage seals for the referee and strips before the strategy looks - as
+the truth record does in the plain path. ``client.app:app`` hands SecAgg+ messages to ``app``
+here, so ``flwr run`` needs no second ClientApp.
 """
 
 from __future__ import annotations
 
-import zlib
+import time
 
 import numpy as np
 import torch
-from flwr.app import Context
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, Metadata, RecordDict
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
-from client.batch_truth import batch_truth
+from client.app import TRUTH_KEY, device_train
 from core.config import ExperimentConfig
 from core.data import federation
 from core.models import build_model
-from core.property_plan import planned_data
-from core.training import TrainConfig, local_update, pick_device
-from defenses.augment import apply_data_defenses
 
 TRUTH_PREFIX = "leakbed-truth-"  # fit-metric keys the server seals and strips before aggregation
 
 
-def _model_from(cfg: ExperimentConfig, fed, parameters: list[np.ndarray]) -> torch.nn.Module:  # noqa: ANN001
-    model = build_model(cfg.model, fed.corpus)
-    keys = list(model.state_dict())
-    model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(keys, parameters, strict=True)})
-    return model
+def _names(cfg: ExperimentConfig, rule: str) -> list[str]:
+    """The model's parameter names, in the order the legacy workflow sends the arrays."""
+    return list(build_model(cfg.model, federation(cfg, rule).corpus).state_dict())
 
 
 class SecAggDevice(NumPyClient):
-    """One user's device: trains on its private data (the same DeviceUpdate as ``client.app``)."""
+    """One user's device: the plain device's training and Mods on the legacy workflow's arrays."""
 
-    def __init__(self, partition_id: int) -> None:
+    def __init__(self, partition_id: int, context: Context | None = None) -> None:
         self.pid = partition_id
+        self.ctx = context or Context(
+            run_id=0, node_id=0, node_config={"partition-id": partition_id}, state=RecordDict(), run_config={}
+        )
 
     def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
-        torch.set_num_threads(1)
         cfg = ExperimentConfig.model_validate_json(str(config["experiment"]))
-        fed = federation(cfg, str(config["prior-rule"]))
-        if not 0 <= self.pid < len(fed.user_ids):
-            raise ValueError(f"partition-id {self.pid} outside the federation's {len(fed.user_ids)} users")
-        user = fed.user_ids[self.pid]
-        rnd = int(config["server-round"])
-        model = _model_from(cfg, fed, parameters)
-        data = apply_data_defenses(cfg, fed, user, planned_data(cfg, fed.user_ids, user, fed.private(self.pid), rnd))
-        tcfg = TrainConfig.from_config(config)
-        seed = zlib.crc32(f"{cfg.seed}/{rnd}/{self.pid}/device".encode())
-        torch.manual_seed(seed)
-        loss = local_update(model, data, fed.corpus.task, tcfg, seed=seed, device=pick_device(cfg.device))
-        facts = batch_truth(data, tcfg, seed, records=False)
-        metrics = {"train-loss": loss, f"{TRUTH_PREFIX}user-id": user}
-        metrics |= {f"{TRUTH_PREFIX}{k}": v for k, v in facts.items()}
-        return [v.detach().cpu().numpy() for v in model.state_dict().values()], len(data), metrics
+        names = _names(cfg, str(config["prior-rule"]))
+        state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in zip(names, parameters, strict=True)}
+        meta = Metadata(
+            run_id=self.ctx.run_id,
+            message_id=f"secagg-fit-{config['server-round']}",
+            src_node_id=0,
+            dst_node_id=self.ctx.node_id,
+            reply_to_message_id="",
+            group_id=str(config["server-round"]),
+            created_at=time.time(),
+            ttl=86_400.0,
+            message_type="train",
+        )
+        msg = Message(content=RecordDict({"arrays": ArrayRecord(state), "config": ConfigRecord(dict(config))}), metadata=meta)
+        reply = device_train(msg, self.ctx)
+        if reply.has_error():
+            raise RuntimeError(f"device training failed: {reply.error.reason}")
+        arrays = reply.content.array_records["arrays"]
+        metrics = reply.content.metric_records["metrics"]
+        truth = reply.content.config_records[TRUTH_KEY]
+        scalars = {k: v for k, v in truth.items() if isinstance(v, bool | int | float | str)}  # lists stay out of fit metrics
+        out = {"train-loss": float(metrics["train-loss"]), **{f"{TRUTH_PREFIX}{k}": v for k, v in scalars.items()}}
+        return [arrays[k].numpy() for k in names], int(metrics["num-examples"]), out
 
 
 def client_fn(context: Context) -> Client:
-    return SecAggDevice(int(context.node_config["partition-id"])).to_client()
+    return SecAggDevice(int(context.node_config["partition-id"]), context).to_client()
 
 
 app = ClientApp(client_fn=client_fn, mods=[secaggplus_mod])

@@ -16,7 +16,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
-DefenseName = Literal["bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout"]
+DefenseName = Literal[
+    "bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout",
+    "count-bucket", "count-constant", "norm-clip",
+]
 # Suite attack names: the attack side (``attacks.catalog``) and the referee (``referee.scorers``)
 # each register a name once; the product checks a config's names against both before starting.
 _ATTACK_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
@@ -183,35 +186,48 @@ class FLConfig(Section):
     secagg: SecAggConfig = SecAggConfig()
 
 
-class FeatureInferenceConfig(Section):
-    """Individual property inference in deep-feature space vs DLG (seed 004 §3.2-3.3, Table 1)."""
+class ReconstructionConfig(Section):
+    """What the reconstruction attacks (feature-inference, dlg, inverting-gradients; seed 004 §4.1, Table 1) share:
+    which tapped updates they attack and the property classifier f_p trained on the attacker's prior."""
 
-    batch_sizes: list[Annotated[int, Field(ge=1, le=256)]] = Field(
-        [1, 8, 32], min_length=1, max_length=8, description="device mini-batch sizes evaluated [examples]"
+    updates: int = Field(
+        8, ge=1, le=100_000, description="tapped updates attacked per run, the latest rounds first (seeded pick) [updates]"
     )
-    batches: int = Field(8, ge=1, le=10_000, description="target device batches per batch size [count]")
-    rounds: int = Field(5, ge=0, le=10_000, description="FedAvg rounds that train the shared model before the attack [count]")
-    property: str = Field("property", min_length=1, max_length=64, description="binary per-example attribute inferred [name]")
+    max_samples: int = Field(
+        256, ge=1, le=65_536, description="skip (and count) an update whose local training used more distinct examples [examples]"
+    )
+    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier f_p (seed: 50) [count]")
+    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of f_p (seed: 1e-4) [1]")
+    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples f_p trains on [count]")
+
+
+class DLGConfig(Section):
+    """Deep Leakage from Gradients (Zhu et al. 2019), the pixel-space baseline of seed 004 Table 1."""
+
+    steps: int = Field(15, ge=1, le=10_000, description="L-BFGS steps of up to 20 evaluations each [count]")
+
+
+class InvertingGradientsConfig(Section):
+    """Inverting Gradients (Geiping et al. 2020): cosine gradient distance + total variation, seed 004 Table 1's IG."""
+
+    steps: int = Field(300, ge=1, le=100_000, description="signed-Adam iterations on the dummy images [count]")
+    step_size: float = Field(0.1, gt=0.0, le=10.0, description="Adam step, decayed ×0.1 at 3/8, 5/8, 7/8 of the steps [1]")
+    tv_weight: float = Field(1e-2, ge=0.0, le=100.0, description="weight of the total-variation prior [1]")
+    restarts: int = Field(1, ge=1, le=100, description="random restarts; the lowest final loss is kept [count]")
+
+
+class FeatureInferenceConfig(Section):
+    """Individual property inference in deep-feature space (seed 004 §3.2-3.3): the reconstruction's options."""
+
     steps: int = Field(
         300,
         ge=0,
         le=100_000,
-        description="gradient-matching iterations per batch; 0 = take the closed-form features of init "
+        description="gradient-matching iterations per update; 0 = take the closed-form features of init "
         "'analytic' or 'per-sample' as they are [count]",
     )
     step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
     block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
-    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier [count]")
-    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of the property classifier [1]")
-    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples used [count]")
-    dlg_steps: int = Field(15, ge=1, le=10_000, description="DLG L-BFGS steps of up to 20 evaluations each [count]")
-    device_lr: float = Field(
-        0.1,
-        gt=0.0,
-        le=10.0,
-        description="plain-SGD step of the attacked device updates; g = Δw/η is read back in float32, so a tiny η "
-        "(e.g. Adam's 1e-3) would cost the gradient its precision [1]",
-    )
     labels: Literal["optimised", "inferred"] = Field(
         "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
     )
@@ -363,6 +379,9 @@ class AttackConfig(Section):
     attributes: AttributesConfig = AttributesConfig()
     property: PropertyAttackConfig = PropertyAttackConfig()
     feature_inference: FeatureInferenceConfig = FeatureInferenceConfig()
+    reconstruction: ReconstructionConfig = ReconstructionConfig()
+    dlg: DLGConfig = DLGConfig()
+    inverting_gradients: InvertingGradientsConfig = InvertingGradientsConfig()
 
 
 class TelemetryConfig(Section):
@@ -378,11 +397,23 @@ class TelemetryConfig(Section):
     )
 
 
+def _ray_address(address: str) -> str:
+    if address and not _HOST_PORT.fullmatch(address):
+        raise ValueError(f"{address!r} is not host:port (the head's GCS address, as `ray start --head` prints it)")
+    return address
+
+
 class SimulationConfig(Section):
-    """Ray backend resources for the Simulation Engine."""
+    """Ray backend resources for the Simulation Engine, and which Ray it runs on."""
 
     client_cpus: float = Field(1.0, gt=0.0, le=256.0, description="CPUs per virtual client actor [cores]")
     client_gpus: float = Field(0.0, ge=0.0, le=8.0, description="GPUs per actor, fractions allowed [GPUs]")
+    ray_address: Annotated[str, AfterValidator(_ray_address)] = Field(
+        "",
+        max_length=255,
+        description="join the running Ray cluster whose head (GCS) listens here, placing client actors on all its "
+        "nodes; run leakbed on one of its nodes; empty = a private local Ray per run [host:port]",
+    )
 
 
 class DefenseConfig(Section):
@@ -396,7 +427,7 @@ class DefenseConfig(Section):
         description="bkg-repl: share of data replaced α; rand-aug/mm-aug: α·|D_u| examples added; "
         "noise: variance σ² added to Δw; selective: share of Δw entries sent; dp-fedavg / local-dp: noise "
         "multiplier z (noise std z·clip; 0 = clipping only); vocab: k most frequent tokens a device uses (0 = all); "
-        "dropout: drop probability p < 1 in local training [1]",
+        "dropout: drop probability p < 1 in local training; count-bucket / count-constant / norm-clip: unused [1]",
     )
     fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
     users: Annotated[list[str], Distinct] = Field(
@@ -404,7 +435,10 @@ class DefenseConfig(Section):
     )
     clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
     clip: float = Field(
-        50.0, gt=0.0, le=1e6, description="dp-fedavg / local-dp: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]"
+        50.0,
+        gt=0.0,
+        le=1e6,
+        description="dp-fedavg / local-dp / norm-clip: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]",
     )
     delta: float = Field(1e-5, gt=0.0, lt=1.0, description="dp-fedavg / local-dp: δ at which ε is reported [probability]")
 

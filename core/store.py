@@ -40,11 +40,26 @@ class UpdateStore:
     def write_shadow(self, rnd: int, labels: list[str], vectors: np.ndarray) -> Path:
         return self._write("shadow", f"r{rnd:06d}", {"labels": np.asarray(labels), "vectors": vectors})
 
-    def write_anon(self, rnd: int, batch: str, ids: list[str], vectors: np.ndarray, num_examples: np.ndarray) -> Path:
+    def write_anon(
+        self,
+        rnd: int,
+        batch: str,
+        ids: list[str],
+        vectors: np.ndarray,
+        num_examples: np.ndarray,
+        meta: dict[str, np.ndarray] | None = None,
+    ) -> Path:
+        """``meta``: what each report carries besides its weights (``norm``, ``sparsity``, ``nbytes``)."""
         return self._write(
             "anon",
             f"r{rnd:06d}-{batch}",
-            {"ids": np.asarray(ids), "vectors": vectors, "num_examples": num_examples, "round": np.full(len(ids), rnd)},
+            {
+                "ids": np.asarray(ids),
+                "vectors": vectors,
+                "num_examples": num_examples,
+                "round": np.full(len(ids), rnd),
+                **{f"meta_{k}": np.asarray(v) for k, v in (meta or {}).items()},
+            },
         )
 
     def write_anon_full(self, rnd: int, batch: str, ids: list[str], arrays: list[dict[str, np.ndarray]]) -> Path:
@@ -109,6 +124,16 @@ class UpdateStore:
     def read_anon(self) -> dict[str, np.ndarray]:
         """All anonymous updates: ids, vectors, num_examples, round."""
         return self._read_kind("anon", ("ids", "vectors", "num_examples", "round"))
+
+    def read_anon_meta(self, names: tuple[str, ...] = ("norm", "sparsity", "nbytes")) -> dict[str, np.ndarray]:
+        """Each anonymous update's metadata, in ``read_anon`` order; NaN where a file has none."""
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in names}
+        for f in sorted((self.root / "anon").glob("r*.npz")):
+            with np.load(f) as z:
+                n = len(z["ids"])
+                for k in names:
+                    parts[k].append(z[f"meta_{k}"].astype(np.float64) if f"meta_{k}" in z.files else np.full(n, np.nan))
+        return {k: np.concatenate(v) if v else np.empty(0) for k, v in parts.items()}
 
     def shadow_rounds(self) -> list[int]:
         return sorted(int(f.stem[1:]) for f in (self.root / "shadow").glob("r*.npz"))

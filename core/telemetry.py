@@ -76,6 +76,16 @@ ATTACK_AP = _server_gauge("leakbed_attack_ap", "Mean average precision of the at
 ATTACK_X_CHANCE = _server_gauge("leakbed_attack_x_chance", "Attack AP divided by chance AP [multiple].", ATTACK_LABELS)
 ATTACK_TOP1 = _server_gauge("leakbed_attack_top1", "Top-1 accuracy of the attack [ratio].", ATTACK_LABELS)
 ATTACK_AUC = _server_gauge("leakbed_attack_auc", "ROC AUC of a property or membership attack [ratio].", ATTACK_LABELS)
+ATTACK_SAMPLE_ACCURACY = _server_gauge(
+    "leakbed_attack_sample_accuracy",
+    "Per-sample property accuracy of a reconstruction attack, Hungarian-matched to the true samples [ratio].",
+    ATTACK_LABELS,
+)
+ATTACK_COUNT_ACCURACY = _server_gauge(
+    "leakbed_attack_count_accuracy",
+    "Per-sample property accuracy of a reconstruction attack from property counts, without matching [ratio].",
+    ATTACK_LABELS,
+)
 
 # --- attack workers --------------------------------------------------------------------------
 WORKER_TASKS = Counter(

@@ -11,9 +11,14 @@ from core.data.corpus import Corpus
 def check_defenses(cfg: ExperimentConfig, corpus: Corpus, model: nn.Module) -> None:
     """Raise a one-line ValueError naming the defense that cannot apply."""
     for i, d in enumerate(cfg.defenses):
+        if d.name == "dp-fedavg" and cfg.fl.secure_aggregation == "secagg+":  # its noise is the server wrapper's
+            raise ValueError(
+                f"defenses.{i}: dp-fedavg needs Flower's server-side DP wrapper, which the legacy SecAgg+ workflow "
+                "does not take; with fl.secure_aggregation = 'secagg+' use local-dp"
+            )
         if d.name == "vocab" and corpus.vocab is None:
             raise ValueError(f"defenses.{i}: vocab needs token data (text); corpus {corpus.name} has none")
-        if d.name in ("dp-fedavg", "local-dp"):
+        if d.name in ("dp-fedavg", "local-dp", "norm-clip"):
             ints = [k for k, v in model.state_dict().items() if not v.is_floating_point()]
             if ints:
                 raise ValueError(

@@ -24,7 +24,7 @@ from server.app import build_server_app
 from server.cancel import RunControl
 from server.experiment import Progress, run_federation
 from server.metrics import hold as hold_metrics
-from server.secagg import build_secagg_server_app
+from server.secagg import build_secagg_server_app, run_secagg_federation
 
 server_app = ServerApp()
 
@@ -34,15 +34,16 @@ def main(grid: Grid, context: Context) -> None:
     """``flwr run .``: one prior of the configured experiment into ``out-dir``, then the report."""
     rc = context.run_config
     cfg = load_config(str(rc.get("config", "")) or None, split_overrides(str(rc.get("set", ""))))
-    if cfg.fl.secure_aggregation != "none":  # the legacy SecAgg+ workflow needs its own ClientApp (client.secagg:app)
-        raise ValueError("fl.secure_aggregation = 'secagg+' runs with `leakbed run` only, not with `flwr run .`")
     check_suite(cfg)
     rule = str(rc.get("prior", "")) or cfg.split.priors[0]
     check_needs(cfg, federation(cfg, rule))  # the attacks' declared needs, before any round is sent
     layout = RunLayout.from_env(Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}")))
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.config.write_text(dump_config(cfg))
-    run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule))
+    if cfg.fl.secure_aggregation == "secagg+":  # client.app:app hands the SecAgg+ stages to client.secagg
+        run_secagg_federation(grid, context, cfg, rule, layout, RunJudge(cfg, layout, rule))
+    else:
+        run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule))
     write_report(layout.root)
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values
 

@@ -21,6 +21,9 @@ QUIET_ENV = {
 }
 
 
+RAY_ADDRESS_HELP = "join this running Ray cluster (its head's GCS address) instead of a private local Ray"
+
+
 def _fail(message: str) -> int:
     print(f"leakbed: error: {message}", file=sys.stderr)
     return 2
@@ -33,11 +36,13 @@ def preflight(cfg: ExperimentConfig) -> None:
     from core.multitask import check_adversary
     from core.property_plan import check_property_setup
     from defenses.compat import check_defenses
+    from leakbed.cluster import check_ray_address
     from leakbed.registry import check_needs, check_suite
     from server.run_parts import use_jail
 
     check_suite(cfg)
     _check_tls_root_cert(cfg)
+    check_ray_address(cfg)  # simulation.ray_address: a cluster that does not answer stops here, not in Ray's retries
     use_jail(cfg.attack.sandbox)  # attack.sandbox = 'on' where no jail can start: refused now, not mid-run
     for rule in cfg.split.priors:
         fed = federation(cfg, rule)
@@ -55,6 +60,12 @@ def _check_tls_root_cert(cfg: ExperimentConfig) -> None:
     a = cfg.attack
     if a.worker_addresses and a.tls_root_cert and not Path(a.tls_root_cert).is_file():
         raise ConfigError(f"attack.tls_root_cert = {a.tls_root_cert!r}: no such file (the CA of the attack workers' certificate)")
+
+
+def _ray_set(args: argparse.Namespace) -> list[str]:
+    """``--ray-address HOST:PORT`` as the last override (``simulation.ray_address``)."""
+    address = getattr(args, "ray_address", None)
+    return [] if address is None else [f"simulation.ray_address={address}"]
 
 
 def _out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
@@ -112,13 +123,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from core.data import DataError
 
     try:
-        cfg = load_config(args.config, args.set)
+        cfg = load_config(args.config, [*args.set, *_ray_set(args)])
         run_dir = _out_dir(cfg, args.out)
         preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
-    with _progress() as bar:
-        report = run_experiment(cfg, run_dir, bar)
+    from leakbed.simulate import SimulationFailed
+
+    try:
+        with _progress() as bar:
+            report = run_experiment(cfg, run_dir, bar)
+    except SimulationFailed as err:  # e.g. Ray never started, or no device answered within fl.startup_timeout
+        print(f"leakbed: run failed: {err}", file=sys.stderr)
+        return 1
     _print_table(run_dir)
     print(f"report: {report}")
     return 0
@@ -144,7 +161,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         base, sets, grids = read_sweep_file(args.config) if is_sweep_file(args.config) else (read_tree(args.config), [], [])
         if not grids and not args.grid:
             raise ConfigError("sweep: give --grid KEY=V1,V2,... or a sweep file with [[sweep.grid]] entries")
-        points = grid_points(base, [*sets, *args.set], parse_grid(args.grid), grids)
+        points = grid_points(base, [*sets, *args.set, *_ray_set(args)], parse_grid(args.grid), grids)
         first = next(iter(points.values()))
         out = Path(args.out) if args.out else default_run_dir(first.name + "-sweep")
         spec = {"config": args.config, "points": sweep_spec(points)}
@@ -232,6 +249,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compose(args: argparse.Namespace) -> int:
     from leakbed.compose import ComposeError, render, run_config, write_all
 
+    if args.action != "render":
+        from leakbed.compose_cli import run_action
+
+        return run_action(args)
     try:
         if args.write:
             for path in write_all(args.supernodes, args.workers):
@@ -268,28 +289,14 @@ def cmd_open_world_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_feature_inference(args: argparse.Namespace) -> int:
-    """Seed 004 Table 1 in kind: deep-feature property inference vs DLG by device batch size."""
-    from core.data import DataError, federation
-    from leakbed.feature_eval import check_inputs, evaluate, markdown_table
+RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gradients"]'
 
-    try:
-        sets = list(args.set)
-        if args.batch_sizes:
-            sets.append(f"attack.feature_inference.batch_sizes=[{args.batch_sizes}]")
-        cfg = load_config(args.config, sets)
-        out = _out_dir(cfg, args.out)
-        check_inputs(cfg, federation(cfg, cfg.split.priors[0]))
-    except (ConfigError, DataError, ValueError) as err:
-        return _fail(str(err).splitlines()[0])
-    fi = cfg.attack.feature_inference
-    with _progress() as bar:
-        task = bar.add_task("device batches attacked", total=len(fi.batch_sizes) * fi.batches)
-        result = evaluate(cfg, out, progress=lambda size, b: bar.advance(task))
-    (out / "config.toml").write_text(dump_config(cfg))
-    print(markdown_table(result))
-    print(f"results: {out / 'feature_inference.md'}")
-    return 0
+
+def cmd_feature_inference(args: argparse.Namespace) -> int:
+    """A preset of ``leakbed run``: seed 004's reconstruction attacks (deep-feature inference, DLG,
+    Inverting Gradients) as the run's suite; the config's own --set overrides come after it."""
+    args.set = [RECONSTRUCTION_SUITE, *args.set]
+    return cmd_run(args)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -319,6 +326,7 @@ def parser() -> argparse.ArgumentParser:
         )
         if name == "run":
             s.add_argument("--out", help="run folder (must be new or empty)")
+            s.add_argument("--ray-address", metavar="HOST:PORT", help=RAY_ADDRESS_HELP)
         s.set_defaults(fn=fn)
     w = sub.add_parser("sweep", help="run a grid of variants (e.g. defense strengths); resumable; privacy-utility report")
     w.add_argument("config", nargs="?", help="experiment TOML, or a sweep file ([sweep] with config, set, [[sweep.grid]])")
@@ -327,6 +335,7 @@ def parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field for every point")
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
+    w.add_argument("--ray-address", metavar="HOST:PORT", help=RAY_ADDRESS_HELP)
     w.set_defaults(fn=cmd_sweep)
     a = sub.add_parser("attack-worker", help="serve the attack service over gRPC (one worker of the pool)")
     a.add_argument("--port", type=int, required=True, help="gRPC port")
@@ -353,11 +362,12 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--prior", default="chrono", help="prior rule of the one FL run: chrono (default, as the seed) or random")
     o.add_argument("--out", help="sweep folder; a finished FL run in it is reused")
     o.set_defaults(fn=cmd_open_world_sweep)
-    f = sub.add_parser("feature-inference", help="per-sample property inference from gradients: deep features vs DLG")
+    f = sub.add_parser(
+        "feature-inference", help="leakbed run with the suite feature-inference, dlg, inverting-gradients (seed 004 Table 1)"
+    )
     f.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
-    f.add_argument("--batch-sizes", metavar="B1,B2,...", help="device batch sizes, e.g. 1,8,32")
     f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
-    f.add_argument("--out", help="results folder (must be new or empty)")
+    f.add_argument("--out", help="run folder (must be new or empty)")
     f.set_defaults(fn=cmd_feature_inference)
     a = sub.add_parser("analyze", help="analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update")
     a.add_argument("analysis", choices=["layers", "progress", "prior-size", "train-size", "raw-vs-update"])
@@ -372,7 +382,20 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="re-write the report of a finished run")
     r.add_argument("run_dir")
     r.set_defaults(fn=cmd_report)
-    c = sub.add_parser("compose", help="render docker-compose.yml (N SuperNodes, W attack workers), its overlays, prometheus.yml")
+    c = sub.add_parser("compose", help="the deployment as containers: render its files; build, up, down")
+    c.add_argument(
+        "action",
+        nargs="?",
+        default="render",
+        choices=["render", "build", "up", "down"],
+        help="render (default): print or --write the files; build: the images; up: build, render and start; down: remove it all",
+    )
+    c.add_argument("--tls", action="store_true", help="up: with the TLS overlay (certificates made in the stack's folder)")
+    c.add_argument("--base", default="auto", help="build/up: auto, official (Flower's images) or local (from Debian packages)")
+    c.add_argument("--gpu", action="store_true", help="build/up: also build the CUDA image")
+    c.add_argument("--no-build", action="store_true", help="up: use the images already built")
+    c.add_argument("--project", default="leakbed", help="build/up/down: the compose project name (default leakbed)")
+    c.add_argument("--engine", default="auto", help="build/up/down: auto, docker or podman (default auto)")
     c.add_argument("--supernodes", type=int, default=3, help="SuperNodes = users, one per partition-id (default 3)")
     c.add_argument("--workers", type=int, default=2, help="attack workers (default 2)")
     c.add_argument("--file", default="base", help="which file to print: base, tls, gpu or prometheus (default base)")

@@ -13,6 +13,7 @@ the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -99,7 +100,8 @@ class Deployment:
             code = p.poll()
             if code is None or (name.startswith("flwr-run-") and code == 0):
                 continue
-            raise DeployError(f"{name} exited with code {code}; see {self.out / 'logs' / (name + '.log')}")
+            log = self.out / "logs" / f"{name}.log"
+            raise DeployError(f"{name} exited with code {code}{_error_in(log)}; see {log}")
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``."""
@@ -112,6 +114,19 @@ class Deployment:
                 p.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
+
+
+ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Timeout|Failed|Cancelled)\w*: .+")
+
+
+def _error_in(log: Path) -> str:
+    """``: <the last exception line>`` of a process log (the ServerApp's error as ``flwr run`` streams it), or ''."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    found = [line.strip() for line in lines if ERROR_LINE.match(line.strip())]
+    return f": {found[-1]}" if found else ""
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str, dep: Deployment) -> None:
@@ -289,8 +304,10 @@ def _run_prior(
             if value(samples, "leakbed_run_finished", prior=prior) == 1:
                 final = samples
                 break
-        if flwr.poll() is not None and samples is None and flwr.returncode != 0:
-            raise DeployError(f"flwr run exited with {flwr.returncode}; see {dep.out / 'logs' / f'flwr-run-{prior}.log'}")
+        if flwr.poll() is not None and samples is None:  # the ServerApp is gone and never showed a finished run
+            log = dep.out / "logs" / f"flwr-run-{prior}.log"
+            ended = f"flwr run of prior {prior} ended without a finished run (exit {flwr.returncode})"
+            raise DeployError(f"{ended}{_error_in(log)}; see {log}")
         time.sleep(1.0)
     if final is None:
         raise DeployError(f"prior {prior}: no finished run on {url} within {timeout:.0f}s")

@@ -45,6 +45,10 @@ def seeded_node_ids(seed: int) -> Iterator[None]:
 START_ATTEMPTS = 3  # a run that left no results (Ray failed to start) is started again, at most twice
 
 
+class SimulationFailed(RuntimeError):
+    """Every start of a prior's simulation ended without results (the CLI's one-line error, exit 1)."""
+
+
 def _shutdown_ray() -> None:
     """Forget a half-started Ray in this process, so the next start begins clean."""
     import ray
@@ -57,9 +61,19 @@ def _shutdown_ray() -> None:
 
 
 def backend_config(cfg: ExperimentConfig) -> dict:
+    """Flower's Ray backend settings: resources per ClientApp actor, and the Ray to start or join.
+
+    With ``simulation.ray_address`` set, ``ray.init(address=...)`` joins that cluster instead of
+    starting a private Ray: Flower sizes its actor pool from every node's CPUs/GPUs, and its
+    ``ray.shutdown()`` at the end (and ours before a retried start) only disconnects this driver,
+    never stopping the user's cluster.
+    """
+    init_args: dict = {"logging_level": "ERROR", "log_to_driver": False, "include_dashboard": False}
+    if cfg.simulation.ray_address:
+        init_args["address"] = cfg.simulation.ray_address
     return {
         "client_resources": {"num_cpus": cfg.simulation.client_cpus, "num_gpus": cfg.simulation.client_gpus},
-        "init_args": {"logging_level": "ERROR", "log_to_driver": False, "include_dashboard": False},
+        "init_args": init_args,
     }
 
 
@@ -76,12 +90,10 @@ def simulate(
     from leakbed.apps import bound_server_app
     from server.cancel import RunControl
 
-    if cfg.fl.secure_aggregation == "secagg+":  # Flower's SecAgg+ exists only as the legacy workflow
-        from client.secagg import app as client_app
-
     layout = RunLayout(run_dir)
     users = len(federation(cfg, rule).user_ids)
     path = layout.results(rule) / "metrics.json"
+    last: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         control = RunControl()
         try:
@@ -94,6 +106,9 @@ def simulate(
                 )
         except RuntimeError as err:  # Flower re-raises a crashed Simulation Runtime (e.g. Ray's start-up) this way
             log.warning("simulation of the %s prior crashed: %s", rule, err)
+            last = err
+            while last.__cause__ is not None:  # Flower wraps the runtime's own error ("Simulation Runtime crashed.")
+                last = last.__cause__
         if not path.exists():  # its ServerApp thread may still wait on the dead runtime: end it first
             control.abandon()
         if path.exists() or attempt + 1 == START_ATTEMPTS:
@@ -105,5 +120,6 @@ def simulate(
         for folder in (layout.results(rule), layout.store(rule), layout.referee(rule)):
             shutil.rmtree(folder, ignore_errors=True)
     if not path.exists():
-        raise RuntimeError(f"the simulation of the {rule} prior ended without results (see the log above)")
+        why = f": {str(last).splitlines()[0]}" if last else " (see the log above)"
+        raise SimulationFailed(f"the simulation of the {rule} prior ended without results after {START_ATTEMPTS} starts{why}")
     return json.loads(path.read_text())

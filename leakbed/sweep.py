@@ -126,10 +126,15 @@ def is_sweep_file(path: str | Path | None) -> bool:
 
 
 def sweep_spec(points: dict[str, ExperimentConfig]) -> dict[str, str]:
-    """Each point's name and a digest of its frozen config: what identifies a finished point on resume."""
+    """Each point's name and a digest of its frozen config: what identifies a finished point on resume.
+
+    The Ray cluster a point runs on (``simulation.ray_address``) is where, not what: a seeded run
+    gives the same numbers on any cluster, so a sweep started locally may be resumed on one.
+    """
     import hashlib
 
-    return {name: hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16] for name, cfg in points.items()}
+    where = {"simulation": {"ray_address"}}
+    return {name: hashlib.sha256(cfg.model_dump_json(exclude=where).encode()).hexdigest()[:16] for name, cfg in points.items()}
 
 
 def extends(saved: object, spec: dict[str, str]) -> bool:
@@ -186,6 +191,8 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     # an attacker whose fit failed (e.g. a diverged global model) has NaN here
                     **{f"{a}_x_chance": run["attackers"].get(a, {}).get("x_chance", nan) for a in cfg.attack.attackers},
                     **{f"{a}_ap": run["attackers"].get(a, {}).get("ap", nan) for a in cfg.attack.attackers},
+                    # suite attacks scored as × chance (metadata, linkage, ...): their effect beside the weights'
+                    **{f"suite:{s}_x_chance": run.get("suite", {}).get(s, {}).get("x_chance", nan) for s in cfg.attack.suite},
                 }
             )
     return rows
@@ -241,6 +248,8 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     _plot(rows, attackers, out / "tradeoff.png")
     header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]
     header += [f"{ATTACKER_LABELS.get(a, a)} AP (× chance)" for a in attackers]
+    suite = [k.removeprefix("suite:").removesuffix("_x_chance") for k in rows[0] if k.startswith("suite:")] if rows else []
+    header += [f"{s} × chance" for s in suite]
     lines = [
         "# leakbed sweep: privacy vs utility",
         "",
@@ -258,6 +267,7 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
             "fit failed" if math.isnan(r[f"{a}_ap"]) else f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)"
             for a in attackers
         ]
+        cells += [f"{r.get(f'suite:{s}_x_chance', float('nan')):.2f}" for s in suite]
         lines.append("| " + " | ".join(cells) + " |")
     broken = [r for r in rows if r["failed_replies"]]
     if broken:

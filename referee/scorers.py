@@ -13,7 +13,17 @@ from pathlib import Path
 
 from core.config import ExperimentConfig
 from core.store import UpdateStore
-from referee import score_attributes, score_cross_modal, score_matching, score_open_world, score_profile, score_redteam
+from referee import (
+    score_attributes,
+    score_cross_modal,
+    score_linkage,
+    score_matching,
+    score_metadata,
+    score_open_world,
+    score_profile,
+    score_reconstruction,
+    score_redteam,
+)
 from referee.score_membership import score_membership
 from referee.score_property import score_aggregate_property, score_property
 from referee.truth import Referee
@@ -30,6 +40,10 @@ SCORERS["property"] = score_property
 SCORERS["aggregate-property"] = score_aggregate_property
 SCORERS["membership"] = score_membership
 SCORERS["redteam"] = score_redteam.score
+SCORERS["metadata"] = score_metadata.score
+SCORERS["linkage"] = score_linkage.score
+for _name in ("feature-inference", "dlg", "inverting-gradients"):
+    SCORERS[_name] = score_reconstruction.scorer(_name)
 
 
 def score_suite(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path, names: list[str]) -> dict[str, dict]:

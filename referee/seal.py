@@ -45,6 +45,11 @@ class Sealer:
         self._issued += 1
         return hashlib.blake2b(self._issued.to_bytes(8, "big"), key=self._key, digest_size=8).hexdigest()
 
+    def pseudonym(self, node_id: int) -> str:
+        """A node's per-run pseudonym: a keyed hash of its id under this run's secret key, stable within the
+        run (the server addresses the same node every round) and unlinkable to the raw id or across runs."""
+        return hashlib.blake2b(b"node/" + int(node_id).to_bytes(8, "big"), key=self._key, digest_size=6).hexdigest()
+
     def seal(self, update_id: str, user_id: str, rnd: int, fields: dict[str, object] | None = None) -> None:
         """File one update's truth: its user, round and any per-update facts the device reported
         (e.g. whether its batches held a property) that suite attacks are scored against."""

@@ -13,6 +13,7 @@ from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp import Grid
 
 from attacks import needs_full_updates
+from attacks.suite import needs_participation
 from core.adoption import defending_users
 from core.config import ExperimentConfig
 from core.derive import derived_seed
@@ -23,6 +24,7 @@ from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
 from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
 from server.shuffler import Shuffler
+from server.startup import bounded_start
 from server.strategy import CuriousFedAvg
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ def run_federation(
             max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
             startup_timeout=cfg.fl.startup_timeout,
             uniform_weights=dp_fedavg_defense(cfg) is not None,
+            share_participation=needs_participation(cfg.attack.suite),
             fraction_train=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
             min_train_nodes=1,
@@ -82,7 +85,7 @@ def run_federation(
         run.timed(
             "fl",
             lambda: runner.start(
-                grid=grid,
+                grid=bounded_start(grid, cfg.fl.startup_timeout),  # no device ever answering fails round 1
                 initial_arrays=ArrayRecord(run.model.state_dict()),
                 num_rounds=cfg.fl.rounds,
                 timeout=cfg.fl.round_timeout,

@@ -92,12 +92,17 @@ class RunTelemetry:
         t.UTILITY.labels(prior=self.prior, defense=self.defense).set(value)
 
     def attack(self, name: str, metrics: dict) -> None:
-        """An attack's score (interim or final): AP, × chance, top-1 and, for property attacks, AUC."""
+        """An attack's score (interim or final): AP, × chance, top-1; AUC for property attacks; matched and count-based
+        per-sample accuracy for the reconstruction attacks."""
         labels = {"attack": name, "defense": self.defense, "world": WORLDS.get(name, "closed"), "prior": self.prior}
-        for key, gauge in (("ap", t.ATTACK_AP), ("x_chance", t.ATTACK_X_CHANCE), ("top1", t.ATTACK_TOP1), ("auc", t.ATTACK_AUC)):
+        gauges = (("ap", t.ATTACK_AP), ("x_chance", t.ATTACK_X_CHANCE), ("top1", t.ATTACK_TOP1), ("auc", t.ATTACK_AUC))
+        gauges += (("accuracy", t.ATTACK_SAMPLE_ACCURACY), ("count_accuracy", t.ATTACK_COUNT_ACCURACY))  # reconstruction
+        for key, gauge in gauges:
             value = metrics.get(key)
             if isinstance(value, int | float) and value == value:
                 gauge.labels(**labels).set(float(value))
+        for sub, sub_metrics in metrics.get("exports", {}).items():  # e.g. metadata fused with a weight attacker
+            self.attack(sub, sub_metrics)
 
     def finished(self, run_dir: Path) -> None:
         """Mark the run done and keep the final exposition next to its metrics.json."""

@@ -17,6 +17,7 @@ from flwr.app import ConfigRecord
 
 from attacks import AttackerKnowledge, AttackPool, jail, needs_full_updates
 from attacks.records import received_fields
+from attacks.suite import needs_participation
 from core.adoption import defending_users
 from core.config import ExperimentConfig
 from core.data import Federation, UserData, federation
@@ -145,7 +146,10 @@ class RunParts:
             "attack_side": {
                 "jailed": pool.jailed,
                 "remote_workers": not pool.local,
-                "received": received_fields([*TRAIN_KEYS, "participants"], needs_full_updates(self.cfg.attack.suite)),
+                "received": received_fields(
+                    [*TRAIN_KEYS, "participants", *(["sampled"] if needs_participation(self.cfg.attack.suite) else [])],
+                    needs_full_updates(self.cfg.attack.suite),
+                ),
             },
         }
 

@@ -34,6 +34,8 @@ from referee.seal import Sealer
 from server.cancel import RunControl, controlled_main
 from server.judge import Judge
 from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
+from server.startup import bounded_start
+from server.strategy import StartupTimeout
 
 AGGREGATE_LEVEL = ("aggregate-property",)  # suite attacks that read only per-round aggregates
 CANNOT_RUN = "cannot run: secure aggregation hides individual updates"
@@ -52,9 +54,11 @@ class CuriousSecAggFedAvg(FedAvg):
         pool: AttackPool,
         train_config: dict,
         full: bool,
+        startup_timeout: float = 300.0,
         **kw: object,
     ) -> None:
         super().__init__(**kw)
+        self._startup_timeout = startup_timeout
         self._keys, self._names, self._sealer, self._pool = keys, names, sealer, pool
         self._train_config = train_config
         self._full = full
@@ -65,6 +69,12 @@ class CuriousSecAggFedAvg(FedAvg):
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
         self._global = dict(zip(self._names, parameters_to_ndarrays(parameters), strict=True))
+        need = self.min_available_clients  # the legacy sampler would wait a day for them: round 1 waits fl.startup_timeout
+        if server_round == 1 and not client_manager.wait_for(need, timeout=self._startup_timeout):  # type: ignore[arg-type]
+            raise StartupTimeout(
+                f"only {client_manager.num_available()} of {need} devices connected within "
+                f"fl.startup_timeout = {self._startup_timeout:g} s"
+            )
         pairs = super().configure_fit(server_round, parameters, client_manager)
         pairs = sorted(pairs, key=lambda p: p[0].node_id)
         for _, ins in pairs:
@@ -128,6 +138,7 @@ def run_secagg_federation(
             pool=pool,
             train_config=dict(train_config(cfg, rule).items()),
             full=needs_full_updates(runnable),
+            startup_timeout=cfg.fl.startup_timeout,
             fraction_fit=cfg.fl.fraction_train,
             fraction_evaluate=0.0,
             min_fit_clients=1,
@@ -150,7 +161,7 @@ def run_secagg_federation(
                 timeout=cfg.fl.round_timeout,
             )
         )
-        run.timed("fl", lambda: workflow(grid, legacy))
+        run.timed("fl", lambda: workflow(bounded_start(grid, cfg.fl.startup_timeout), legacy))
         run.timed("attack_fit", lambda: pool.fit(runnable))
     finally:
         pool.close()

@@ -5,6 +5,13 @@ per-run key, which no seed regenerates), seals the ground truth for the referee 
 plain anonymous updates for aggregation and the attacks, in an order given by their content alone
 (a hash of the weights the attack side receives anyway), so the order carries nothing else.
 With ``batch_min`` > 0 it holds them across rounds and releases batches (``server/batching.py``).
+
+What it does not strip is what FedAvg needs or any report carries: the example count, and the norm,
+sparsity and size of the device's Δw (``report_meta``; ``attacks.metadata`` measures what they give
+away). They are the device's own Δw against the model it trained from, which is what the seed's
+device transmits (seed 001 Algorithm 1), so batching hides the round but not these. The truth
+record also keeps the replying node's per-run pseudonym (``Sealer.pseudonym``), which the
+server's sampling uses when ``attacks.linkage`` is given the participation sets.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ class Shuffler:
         self.batching = BatchRelease(batch_min)
         self._reference = reference
         self._globals: dict[int, dict[str, np.ndarray]] = {}  # global models of the rounds since the last release
+        self._meta: dict[str, tuple[float, float, int]] = {}  # update id -> (norm, sparsity, bytes) until released
+
+    def pseudonym(self, node_id: int) -> str:
+        """The node's per-run keyed pseudonym (never its raw id): what the server's sampling may share."""
+        return self._sealer.pseudonym(node_id)
 
     def process(self, rnd: int, global_arrays: dict[str, np.ndarray], replies: list[Message]) -> list[AnonymousUpdate]:
         """Take the truth record out of each reply (in place) and return the released anonymous updates,
@@ -49,8 +61,10 @@ class Shuffler:
             arrays = msg.content.array_records["arrays"]
             update_id = self._sealer.new_update_id()
             fields = {k: v for k, v in truth.items() if k != "user-id"}
+            fields["node"] = self._sealer.pseudonym(msg.metadata.src_node_id)
             self._sealer.seal(update_id, str(truth["user-id"]), rnd, fields)
             n = int(msg.content.metric_records["metrics"]["num-examples"])
+            self._meta[update_id] = report_meta(global_arrays, {k: arrays[k].numpy() for k in arrays})
             kept = global_arrays if self._full else self._keys
             held.append(HeldUpdate(update_id, rnd, {k: np.array(arrays[k].numpy()) for k in kept}, n))
         if self._reference == "nearest":
@@ -62,10 +76,28 @@ class Shuffler:
             full = None
             if self._full:
                 full = {k: (ref[k] - h.local[k]).astype(np.float32) for k in global_arrays}
-            out.append(AnonymousUpdate(h.update_id, rnd, delta_vector(ref, h.local, self._keys), h.num_examples, full))
+            norm, sparsity, nbytes = self._meta.pop(h.update_id)
+            vec = delta_vector(ref, h.local, self._keys)
+            out.append(AnonymousUpdate(h.update_id, rnd, vec, h.num_examples, full, norm, sparsity, nbytes))
         if released:
             self._globals.clear()
         return sorted(out, key=_content_order)
+
+
+def report_meta(global_arrays: dict[str, np.ndarray], local: dict[str, np.ndarray]) -> tuple[float, float, int]:
+    """(L2 norm, share of exactly-zero entries, bytes) of a reply's Δw over every floating-point parameter;
+    the bytes count every array the reply carries."""
+    sq, zeros, size, nbytes = 0.0, 0, 0, 0
+    for k, w in local.items():
+        nbytes += int(np.asarray(w).nbytes)
+        g = global_arrays.get(k)
+        if g is None or not np.issubdtype(np.asarray(g).dtype, np.floating):
+            continue
+        d = np.asarray(g, np.float64) - np.asarray(w, np.float64)
+        sq += float(np.dot(d.ravel(), d.ravel()))
+        zeros += int(np.count_nonzero(d == 0))
+        size += d.size
+    return float(np.sqrt(sq)), (zeros / size if size else 0.0), nbytes
 
 
 def _content_order(update: AnonymousUpdate) -> str:

@@ -51,9 +51,13 @@ class CuriousFedAvg(FedAvg):
         uniform_weights: bool = False,
         max_reply_bytes: int = 0,
         startup_timeout: float = 300.0,
+        share_participation: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
+        # attacks.linkage's intersection attack: the server knows whom it sent the task; tell the attacks as
+        # per-run keyed pseudonyms (the shuffler's), never raw node ids
+        self._share_participation = share_participation
         self._startup_timeout = startup_timeout
         self._uniform = uniform_weights  # dp-fedavg: equal weights, the sensitivity its noise is calibrated to
         self._seed = seed
@@ -77,6 +81,8 @@ class CuriousFedAvg(FedAvg):
         )
         self.rounds[server_round] = RoundLog(sampled=len(messages))
         train_config = {**{k: config[k] for k in TRAIN_KEYS if k in config}, "participants": len(messages)}  # the server knows K
+        if self._share_participation:
+            train_config["sampled"] = ",".join(sorted(self._shuffler.pseudonym(n) for n in nodes))
         self._pool.submit_round(RoundSnapshot(server_round, self._global, train_config))
         return messages
 

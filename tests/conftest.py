@@ -30,6 +30,20 @@ def tiny_config(*overrides: str) -> ExperimentConfig:
     return build_config({}, [*base, *overrides])
 
 
+@pytest.fixture(autouse=True)
+def _no_ray_outside_slow(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep ``pytest -m "not slow"`` a fast inner loop: a test that starts a Ray simulation must be
+    marked ``slow``, and one that is not fails at once here instead of quietly taking minutes."""
+    if request.node.get_closest_marker("slow"):
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} starts Ray but is not marked @pytest.mark.slow")
+
+    monkeypatch.setattr("flwr.simulation.run_simulation", refuse)
+    monkeypatch.setattr("ray.init", refuse)
+
+
 @pytest.fixture
 def tiny_cfg() -> ExperimentConfig:
     return tiny_config()

@@ -16,9 +16,26 @@ from core.data.corpus import Corpus, UserData
 
 @dataclass(frozen=True)
 class UserSplit:
-    prior: UserData
-    private: UserData
-    test: UserData
+    """A user's prior, private and test examples, kept as positions in the user's data and taken on
+    access: a process holding a federation (the server, every ClientApp actor) then keeps one copy
+    of the corpus instead of two, which is what memory grew with in the number of clients."""
+
+    data: UserData
+    prior_idx: np.ndarray
+    private_idx: np.ndarray
+    test_idx: np.ndarray
+
+    @property
+    def prior(self) -> UserData:
+        return self.data.take(self.prior_idx)
+
+    @property
+    def private(self) -> UserData:
+        return self.data.take(self.private_idx)
+
+    @property
+    def test(self) -> UserData:
+        return self.data.take(self.test_idx)
 
 
 def prior_size(n: int, fraction: float, count: int) -> int:
@@ -48,11 +65,7 @@ def split_user(
     rest = rng.permutation(order[k:])
     n_test = int(round(len(rest) * test_fraction))
     n_test = min(n_test, len(rest) - 1)
-    return UserSplit(
-        prior=data.take(np.sort(order[:k])),
-        private=data.take(np.sort(rest[n_test:])),
-        test=data.take(np.sort(rest[:n_test])),
-    )
+    return UserSplit(data, prior_idx=np.sort(order[:k]), private_idx=np.sort(rest[n_test:]), test_idx=np.sort(rest[:n_test]))
 
 
 def filter_users(corpus: Corpus, *, min_examples: int, max_users: int) -> Corpus:

@@ -50,7 +50,10 @@ def test_attack_code_never_names_ground_truth():
 
 
 def test_records_carry_no_identity():
-    assert [f.name for f in dataclasses.fields(AnonymousUpdate)] == ["update_id", "round", "vector", "num_examples", "arrays"]
+    # what FedAvg itself carries besides the weights (n_k) and what the server computes from the
+    # update it holds (its norm, sparsity and size: the metadata attacks of issue 12), never an identity
+    fields = [f.name for f in dataclasses.fields(AnonymousUpdate)]
+    assert fields == ["update_id", "round", "vector", "num_examples", "arrays", "norm", "sparsity", "nbytes"]
     assert [f.name for f in dataclasses.fields(RoundSnapshot)] == ["round", "arrays", "train_config"]
 
 

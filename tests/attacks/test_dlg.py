@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from attacks.dlg import dlg_reconstruct
-from leakbed.feature_eval import matched_accuracy
+from referee.score_reconstruction import matched_accuracy
 
 
 @pytest.fixture(autouse=True)
@@ -56,5 +56,5 @@ def test_matched_accuracy_ignores_order():
     labels = np.array([1, 0, 1, 1, 0, 0])
     perm = rng.permutation(6)
     pred = labels[perm].astype(float)
-    assert matched_accuracy(true[perm], true, pred, labels, "mse") == 1.0
-    assert matched_accuracy(true[perm], true, 1 - pred, labels, "cosine") == 0.0
+    assert matched_accuracy(true[perm], true, pred, labels, "mse")[0] == 1.0
+    assert matched_accuracy(true[perm], true, 1 - pred, labels, "cosine")[0] == 0.0

@@ -1,16 +1,12 @@
 """Deep-feature property inference (seed 004 §3.2-3.3): the reconstruction recovers a sample's
 last-layer features and its property, the batch's labels are read from the bias gradient, the
-classifier gradient's closed form gives class-wise features, the attack with that start beats
-chance at batch 8 where pixel-space DLG falls to it, and a classifier trained on shuffled property
-labels is at chance."""
-
-import json
+classifier gradient's closed form gives class-wise features; the preset refuses data and models it
+cannot attack (the attack through the pool and the referee: tests/attacks/test_reconstruction.py)."""
 
 import numpy as np
 import pytest
 import torch
 
-import leakbed.feature_eval as feature_eval
 from attacks.feature_inference import (
     classwise_features,
     feature_split,
@@ -21,34 +17,13 @@ from attacks.feature_inference import (
 )
 from core.models import SmallCNN
 from leakbed.cli import main
-from tests.conftest import tiny_config
+from referee.score_reconstruction import count_accuracy, matched_accuracy
+from tests.leakbed.test_bad_inputs import text_table
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)
-
-
-def _small_eval(*overrides: str):
-    return tiny_config(
-        "data.synthetic.users=10",
-        "data.synthetic.image_size=16",
-        "split.priors=['random']",
-        "attack.feature_inference.batch_sizes=[1, 8]",
-        "attack.feature_inference.batches=3",
-        "attack.feature_inference.rounds=2",
-        "attack.feature_inference.aux_examples=400",
-        "attack.feature_inference.classifier_epochs=30",
-        "attack.feature_inference.classifier_lr=1e-3",
-        "attack.feature_inference.steps=100",
-        "attack.feature_inference.step_size=0.001",
-        "attack.feature_inference.labels='inferred'",
-        "attack.feature_inference.init='analytic'",
-        "attack.feature_inference.schedule='cosine'",
-        "attack.feature_inference.nonnegative=true",
-        "attack.feature_inference.dlg_steps=3",
-        *overrides,
-    )
 
 
 def test_gradient_distance_is_zero_only_for_equal_gradients():
@@ -141,11 +116,14 @@ def test_per_sample_features_stay_class_wise_when_every_unit_is_on():
     assert float((est - true).norm() / true.norm()) > 0.05  # even from 5% off, class-mates are not told apart
 
 
-def test_count_chance_and_matching():
-    assert feature_eval.count_chance(1) == pytest.approx(0.5)
-    assert 0.79 < feature_eval.count_chance(8) < 0.81  # why the matched per-sample accuracy is the headline
+def test_count_accuracy_needs_no_matching_and_matching_uses_the_truth():
     labels = np.array([1, 0, 0, 1])
-    assert feature_eval.count_accuracy(np.array([0.9, 0.8, 0.1, 0.2]), labels) == 1.0
+    pred = np.array([0.9, 0.8, 0.1, 0.2])
+    assert count_accuracy(pred, labels) == 1.0  # two predicted, two true: counts agree whatever the order
+    recon = np.eye(4)
+    true = np.eye(4)[[0, 2, 1, 3]]  # reconstruction 1 is sample 2, reconstruction 2 is sample 1
+    acc, dist = matched_accuracy(recon, true, pred, labels[[0, 2, 1, 3]], "cosine")
+    assert acc == 0.5 and dist == pytest.approx(0.0, abs=1e-9)  # matched pairs: (0.9, 1) (0.8, 0) (0.1, 0) (0.2, 1)
 
 
 def test_reconstruction_needs_auxiliary_data_for_inferred_labels():
@@ -155,40 +133,23 @@ def test_reconstruction_needs_auxiliary_data_for_inferred_labels():
             reconstruct_features(split, {}, 2, 5, (3, 8, 8), **option)
 
 
-def test_property_is_inferred_at_batch_1_and_8_where_dlg_falls(tmp_path):
-    result = feature_eval.evaluate(_small_eval("attack.feature_inference.batches=4"), tmp_path)
-    one, eight = result["by_batch_size"]["1"], result["by_batch_size"]["8"]
-    assert eight["oracle_feature_acc"] >= 0.8  # the property is in the deep features
-    assert one["feature_acc"] >= 0.9
-    assert eight["feature_acc"] >= 0.68  # 32 samples: chance would reach this with p < 0.03
-    assert eight["dlg_acc"] <= 0.7
-    assert (tmp_path / "feature_inference.md").read_text().count("| 8 |") == 1
-
-
-def test_shuffled_property_labels_fall_to_chance(tmp_path, monkeypatch):
-    real = feature_eval.train_property_net
-    rng = np.random.default_rng(0)
-    monkeypatch.setattr(feature_eval, "train_property_net", lambda x, labels, **kw: real(x, rng.permutation(labels), **kw))
-    cfg = _small_eval("attack.feature_inference.batches=4", "attack.feature_inference.batch_sizes=[8]")
-    r = feature_eval.evaluate(cfg, tmp_path)["by_batch_size"]["8"]
-    assert 0.25 <= r["feature_acc"] <= 0.75
-    assert 0.25 <= r["oracle_feature_acc"] <= 0.75
-
-
-def test_cli_rejects_a_missing_property_before_training(tmp_path, capsys):
-    code = main(["feature-inference", "--set", "attack.feature_inference.property='nosuch'", "--out", str(tmp_path / "o")])
-    assert code == 2
-    err = capsys.readouterr().err.strip()
-    assert "nosuch" in err and "\n" not in err
-    assert not (tmp_path / "o").exists()
-    code = main(["feature-inference", "--batch-sizes", "0,8", "--out", str(tmp_path / "o")])
-    assert code == 2 and "batch_sizes" in capsys.readouterr().err
-
-
-def test_results_are_deterministic(tmp_path):
-    cfg = _small_eval(
-        "attack.feature_inference.batches=1", "attack.feature_inference.steps=20", "attack.feature_inference.classifier_epochs=2"
-    )
-    a = feature_eval.evaluate(cfg, tmp_path / "a")
-    b = feature_eval.evaluate(cfg, tmp_path / "b")
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+def test_the_preset_refuses_what_it_cannot_attack_before_anything_starts(tmp_path, capsys):
+    for sets, field in (
+        (["model.name='resnet18'"], "needs model.name cnn"),
+        (
+            [
+                "data.source='table'",
+                f"data.path='{text_table(tmp_path / 'posts.jsonl', labels=True)}'",
+                "data.min_examples=2",
+                'split.priors=["random"]',
+            ],
+            "'feature-inference' needs image data",
+        ),
+        (["fl.optimizer='adam'"], "fl.optimizer"),
+        (["fl.momentum=0.9"], "fl.momentum = 0"),
+    ):
+        out = tmp_path / "o"
+        code = main(["feature-inference", *[a for s in sets for a in ("--set", s)], "--out", str(out)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and "\n" not in err and err.startswith("leakbed: error:"), err
+        assert field in err and not out.exists(), err

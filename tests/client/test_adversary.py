@@ -83,7 +83,9 @@ def test_rounds_give_a_score_for_the_previous_aggregate():
     nxt = copy.deepcopy(model)
     nxt.load_state_dict({k_: torch.from_numpy(glob[k_] - np.mean([d[k_] for d in deltas], axis=0)) for k_ in glob})
     _, facts = adversary_round(cfg, fed, 0, nxt, tcfg, rnd=2, seed=2, device=torch.device("cpu"), state=state)
-    assert facts["adv-round"] == 1 and 0.0 <= facts["adv-score"] <= 1.0
+    # the honest devices' batches hold marked images (property_rate 0.3): the observed aggregate ranks above
+    # nearly all of the round's no-property aggregates (measured 0.988 = 81 of 82)
+    assert facts["adv-round"] == 1 and facts["adv-score"] > 0.9, facts
     # a gap in participation (not sampled in round 3) means no score for round 3
     _, facts = adversary_round(cfg, fed, 0, copy.deepcopy(nxt), tcfg, rnd=4, seed=4, device=torch.device("cpu"), state=state)
     assert "adv-score" not in facts

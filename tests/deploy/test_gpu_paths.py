@@ -3,6 +3,8 @@ them on and refuses them where no CUDA device exists; the compose GPU overlay re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -21,8 +23,9 @@ def test_client_gpus_reach_the_ray_backend_config() -> None:
 
 def test_scale_defaults_and_gpu_overrides_become_cohort_arguments() -> None:
     args, rest = scale.parse(["--client-gpus", "0.5", "--device", "cuda", "--seed", "3"])
-    argv = scale.cohort_argv(args, rest)
-    assert argv[:6] == ["--users", "300", "--fraction", "0.15", "--rounds", "5"]
+    assert scale.sizes(args.users) == [100, 300, 1000]
+    argv = scale.cohort_argv(1000, args, rest, Path("/tmp/scale"))
+    assert argv[:8] == ["--users", "1000", "--fraction", "0.1", "--rounds", "5", "--out", "/tmp/scale"]
     assert "simulation.client_gpus=0.5" in argv and "device=cuda" in argv
     assert argv[-2:] == ["--seed", "3"]  # anything else goes to benchmarks.cohort unchanged
     cfg = load_config(None, [a for a in argv if "=" in a])

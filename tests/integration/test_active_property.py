@@ -21,7 +21,13 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("active")
     cfg = load_config(
         REPO / "configs" / "active-property.toml",
-        ["fl.rounds=8", "data.property_plan.onset_round=5", "data.synthetic.image_size=8", "adversary.aux_batches=2"],
+        [
+            "fl.rounds=8",
+            "data.property_plan.onset_round=5",
+            "data.synthetic.image_size=8",
+            "adversary.aux_batches=2",
+            "adversary.alpha=0.2",  # the active end of the README's alpha range
+        ],
     )
     (out / "config.toml").write_text("")  # write_report reads per-prior metrics only
     summary = simulate(cfg, "random", out)
@@ -41,7 +47,10 @@ def test_scores_are_sealed_and_reported_apart(run):
     assert pa["observations"] == len(scored)
     # rounds 1-4: no other device trains on marked images; from round 5 the target trains only on them
     assert pa["positive_rounds"] == sum(1 for t in scored if t["adv-round"] >= 5)
-    assert pa["auc"] is not None and 0.0 <= pa["auc"] <= 1.0
+    # measured (seed 5, these 8 rounds, 7 observations of which 3 positive): AUC 0.625 at alpha 0.2 (0.75 at 1.0),
+    # mean score 0.99 with another holder's batch against 0.74 without; the README's claim: modestly above chance
+    assert pa["auc"] > 0.5, pa
+    assert pa["mean_score_with"] > pa["mean_score_without"] + 0.15, pa
     assert "active-property" not in summary["suite"]
     report = write_report(out).read_text()
     assert "## Participant attacks" in report and "user0" in report

@@ -9,7 +9,10 @@ import pytest
 from leakbed.simulate import simulate
 from tests.conftest import SHARED_DATA, tiny_config
 
-pytestmark = pytest.mark.skipif(not (SHARED_DATA / "shakespeare").is_dir(), reason="../shared/data/shakespeare is not here")
+pytestmark = [
+    pytest.mark.skipif(not (SHARED_DATA / "shakespeare").is_dir(), reason="../shared/data/shakespeare is not here"),
+    pytest.mark.slow,  # a Ray simulation
+]
 
 
 def shakespeare_words(out, roles: int = 6):
@@ -43,5 +46,6 @@ def test_membership_recall_is_one_in_a_federation(tmp_path):
     m = run["suite"]["membership"]
     assert m["updates"] == 12 and m["batch_records"] == 4 and m["records_not_found"] == 0
     assert m["members_tested"] == 48 and m["recall"] == 1.0
-    assert 0.5 < m["precision"] <= 1.0 and m["non_members_tested"] == 48
+    # measured 0.96 (README: 0.97-0.99 at 20 roles); each false member costs about 0.01
+    assert m["precision"] >= 0.9 and m["non_members_tested"] == 48, m
     assert 0 < m["vocab_per_update"] <= 4 * 10

@@ -5,11 +5,14 @@ appears"); the referee scores single-batch AUC, whole-dataset inference and the 
 import json
 
 import numpy as np
+import pytest
 
 from core.data import federation
 from core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
+
+pytestmark = pytest.mark.slow  # a Ray simulation
 
 
 def test_property_appears_at_onset_and_is_inferred(tmp_path):

@@ -28,6 +28,9 @@ SMALL = [
 ]
 
 
+pytestmark = pytest.mark.slow  # a Ray simulation
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("reid-suite")

@@ -5,6 +5,7 @@ need individual updates report that they cannot run; aggregate-level property in
 import json
 
 import numpy as np
+import pytest
 
 from client.secagg import SecAggDevice
 from core.layout import RunLayout
@@ -13,6 +14,8 @@ from leakbed.simulate import simulate
 from server.run_parts import train_config
 from server.secagg import CANNOT_RUN
 from tests.conftest import tiny_config
+
+pytestmark = pytest.mark.slow  # a Ray simulation
 
 
 def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):

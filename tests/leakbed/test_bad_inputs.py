@@ -301,3 +301,14 @@ def test_report_labels_a_row_order_chrono_prior(tmp_path, capsys):
     report = (run / "report.md").read_text()
     assert "### chrono (row order) prior" in report and "| chrono (row order) AP |" in report
     assert "### random prior" in report
+
+
+# --- defenses the run's loop cannot apply ---------------------------------------------------------
+
+
+def test_dp_fedavg_under_secagg(tmp_path, capsys):
+    msg = refused(capsys, tmp_path / "out", *TINY, "fl.secure_aggregation='secagg+'", 'defenses=[{name="dp-fedavg"}]')
+    assert msg == (
+        "defenses.0: dp-fedavg needs Flower's server-side DP wrapper, which the legacy SecAgg+ workflow does not take; "
+        "with fl.secure_aggregation = 'secagg+' use local-dp"
+    )

@@ -101,7 +101,9 @@ def test_layers_every_layer_scored_and_final_above_chance(biased):
 def test_raw_vs_update(biased):
     r = raw_vs_update.run(biased, biased.run_dir / "analyses", [4], epochs=5)
     assert r["update"]["x_chance"] > 1.5
-    assert 0.0 < r["image"]["ap"] <= 1.0 and "4" in r["image_sets"]
+    # measured: update 2.70x, one raw image 2.75x, sets of 4 images 2.57x chance (seed 000 §6.1.7: both far above chance)
+    assert r["image"]["x_chance"] > 1.8 and r["image"]["ap"] > r["image"]["chance_ap"] + 0.15, r["image"]
+    assert r["image_sets"]["4"]["x_chance"] > 1.8, r["image_sets"]
 
 
 def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys):

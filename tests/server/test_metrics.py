@@ -18,7 +18,8 @@ CATALOGUE = {
     "leakbed_updates_failed_total", "leakbed_updates_tapped_total", "leakbed_updates_analysed_total",
     "leakbed_updates_dropped_total", "leakbed_round_duration_seconds", "leakbed_aggregation_duration_seconds",
     "leakbed_attack_queue_depth", "leakbed_attack_lag_rounds", "leakbed_utility", "leakbed_attack_ap",
-    "leakbed_attack_x_chance", "leakbed_attack_top1", "leakbed_attack_auc", "leakbed_worker_tasks_total",
+    "leakbed_attack_x_chance", "leakbed_attack_top1", "leakbed_attack_auc", "leakbed_attack_sample_accuracy",
+    "leakbed_attack_count_accuracy", "leakbed_worker_tasks_total",
     "leakbed_worker_task_duration_seconds", "leakbed_worker_updates_stored_total", "leakbed_worker_duplicates_total",
 }  # fmt: skip
 ALLOWED_LABELS = {"prior", "attack", "defense", "world", "reason", "kind", "outcome", "le"}
