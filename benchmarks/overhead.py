@@ -437,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             f"fl.rounds={args.rounds}",
             f"fl.fraction_train={args.fraction}",
             f"seed={args.seed}",
+            "fl.startup_timeout=1200",  # a loaded host can take minutes to start Ray's actors (the default 300 s fails runs)
             *args.set,
         ],
     )
