@@ -22,10 +22,9 @@ import math
 from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
 
-from core.adoption import defenses_of
-from core.config import DefenseConfig, ExperimentConfig
-from defenses.dp import _ClipOnly
-from defenses.mod_reply import device_user, train_config
+from core.config import DefenseConfig
+from defenses.dp import ClipOnly
+from defenses.mod_reply import adopted, train_config
 
 METADATA_LEVEL = ("count-bucket", "count-constant", "norm-clip")
 
@@ -43,16 +42,12 @@ def reported_count(n: int, defenses: list[DefenseConfig]) -> int:
 
 def metadata_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """Clip Δw (norm-clip) and rewrite ``num-examples`` (count-bucket / count-constant) for adopting users."""
-    if msg.metadata.message_type != "train":
+    found = adopted(msg, context, METADATA_LEVEL)
+    if found is None:
         return call_next(msg, context)
-    conf = msg.content.config_records["config"]
-    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
-    if not any(d.name in METADATA_LEVEL for d in cfg.defenses):
-        return call_next(msg, context)
-    fed, user = device_user(cfg, conf, context)
-    chosen = [d for _, d in defenses_of(cfg, fed.user_ids, user) if d.name in METADATA_LEVEL]
+    chosen = found[3]
     clip = next((d for d in reversed(chosen) if d.name == "norm-clip"), None)
-    reply = _ClipOnly(clip.clip)(msg, context, call_next) if clip else call_next(msg, context)
+    reply = ClipOnly(clip.clip)(msg, context, call_next) if clip else call_next(msg, context)
     if train_config(msg, reply) is None:
         return reply
     counts = [d for d in chosen if d.name != "norm-clip"]

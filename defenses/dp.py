@@ -27,15 +27,14 @@ from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.clientapp.typing import ClientAppCallable
 from flwr.supercore.differential_privacy import compute_clip_model_update
 
-from core.adoption import defenses_of
-from core.config import DefenseConfig, ExperimentConfig
+from core.config import DefenseConfig
 from core.privacy import gaussian_epsilon
-from defenses.mod_reply import device_user
+from defenses.mod_reply import adopted
 
 DP_LEVEL = ("dp-fedavg", "local-dp")
 
 
-class _ClipOnly:
+class ClipOnly:
     """z = 0: clip like LocalDpMod, add nothing (LocalDpMod cannot take ε = ∞)."""
 
     def __init__(self, clip: float) -> None:
@@ -56,21 +55,18 @@ class _ClipOnly:
 def local_dp_mod(defense: DefenseConfig):
     """Flower's LocalDpMod for this defense (or clipping alone at z = 0)."""
     if defense.strength == 0:
-        return _ClipOnly(defense.clip)
+        return ClipOnly(defense.clip)
     return LocalDpMod(defense.clip, defense.clip, gaussian_epsilon(defense.strength, defense.delta), defense.delta)
 
 
 def dp_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
     """Apply the DP defenses this device's user adopts; the outermost Mod, so it clips what is sent."""
-    if msg.metadata.message_type != "train":
+    found = adopted(msg, context, DP_LEVEL)
+    if found is None:
         return call_next(msg, context)
-    conf = msg.content.config_records["config"]
-    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
-    if not any(d.name in DP_LEVEL for d in cfg.defenses):
-        return call_next(msg, context)
-    fed, user = device_user(cfg, conf, context)
+    cfg, conf, user, chosen = found
     chain = call_next
-    for _, defense in reversed(defenses_of(cfg, fed.user_ids, user)):
+    for defense in reversed(chosen):
         if defense.name == "dp-fedavg":
             chain = _bind(fixedclipping_mod, chain)
         elif defense.name == "local-dp":

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 
-from core.config import ExperimentConfig
+from core.adoption import defenses_of
+from core.config import DefenseConfig, ExperimentConfig
 from core.data import Federation, federation
 
 
@@ -24,6 +25,22 @@ def device_user(cfg: ExperimentConfig, conf: ConfigRecord, context: Context) -> 
     """The federation of this round's prior rule and the user this device (its partition id) holds."""
     fed = federation(cfg, str(conf["prior-rule"]))
     return fed, fed.user_ids[int(context.node_config["partition-id"])]
+
+
+def adopted(
+    msg: Message, context: Context, names: tuple[str, ...]
+) -> tuple[ExperimentConfig, ConfigRecord, str, list[DefenseConfig]] | None:
+    """For a train message: (experiment, round config, this device's user, the defenses among
+    ``names`` that user adopts, in config order). None for other messages and for experiments that
+    use none of ``names``, so a Mod that does nothing builds no federation."""
+    if msg.metadata.message_type != "train":
+        return None
+    conf = msg.content.config_records["config"]
+    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
+    if not any(d.name in names for d in cfg.defenses):
+        return None
+    fed, user = device_user(cfg, conf, context)
+    return cfg, conf, user, [d for _, d in defenses_of(cfg, fed.user_ids, user) if d.name in names]
 
 
 def weights(msg: Message, reply: Message) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

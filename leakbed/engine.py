@@ -47,10 +47,15 @@ class Engine:
         return _run([self.cli, *args], self.environ(), check=check, capture=capture, timeout=timeout)
 
     def compose_run(
-        self, *args: str, check: bool = True, capture: bool = True, timeout: float | None = None
+        self,
+        *args: str,
+        check: bool = True,
+        capture: bool = True,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """The compose binary with ``args``, pointed at this engine."""
-        return _run([*self.compose, *args], self.environ(), check=check, capture=capture, timeout=timeout)
+        """The compose binary with ``args``, pointed at this engine (``env``: variables the files read)."""
+        return _run([*self.compose, *args], {**self.environ(), **(env or {})}, check=check, capture=capture, timeout=timeout)
 
 
 def _run(

@@ -161,7 +161,7 @@ def wait_running(engine: Engine, stack: Stack, timeout: float = 180.0) -> list[s
     deadline = time.monotonic() + timeout
     running: set[str] = set()
     while time.monotonic() < deadline:
-        out = engine.compose_run(*stack.compose_args(), "ps", "--status", "running", "--services", check=False)
+        out = run_compose(engine, stack, "ps", "--status", "running", "--services", check=False)
         running = set(out.stdout.split())
         if wanted <= running:
             return sorted(running)
@@ -212,7 +212,7 @@ def up(
         make_certs(stack)
     render(stack, chosen)
     pull = "missing" if chosen.base == "official" else "never"
-    _compose_up(engine, stack, pull)
+    run_compose(engine, stack, "up", "-d", "--no-build", "--pull", pull)
     running = wait_running(engine, stack)
     say(f"running: {', '.join(running)}")
     wait_superlink(stack)
@@ -222,30 +222,15 @@ def up(
     return chosen
 
 
-def _compose_up(engine: Engine, stack: Stack, pull: str) -> None:
-    env = {**engine.environ(), **stack.env()}
-    out = subprocess.run(
-        [*engine.compose, *stack.compose_args(), "up", "-d", "--no-build", "--pull", pull],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise EngineError(f"compose up exited {out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1]}")
+def run_compose(engine: Engine, stack: Stack, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The compose binary on ``stack``'s files, project and published ports."""
+    return engine.compose_run(*stack.compose_args(), *args, check=check, env=stack.env())
 
 
 def down(engine: Engine, stack: Stack) -> list[str]:
     """Remove the stack's containers, networks and volumes; returns what is left (nothing, normally)."""
     if stack.files[0].exists():
-        env = {**engine.environ(), **stack.env()}
-        subprocess.run(
-            [*engine.compose, *stack.compose_args(), "down", "-v", "--remove-orphans", "-t", "5"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        run_compose(engine, stack, "down", "-v", "--remove-orphans", "-t", "5", check=False)
     left = leftovers(engine, stack.project)
     if not left:
         shutil.rmtree(stack.folder, ignore_errors=True)

@@ -103,23 +103,23 @@ def submit(engine: Engine, s: stack.Stack, name: str, *extra: str, timeout: floa
 
 
 def logs(engine: Engine, s: stack.Stack, tail: int = 40) -> str:
-    out = engine.compose_run(*s.compose_args(), "logs", "--no-color", "--tail", str(tail), check=False)
+    out = stack.run_compose(engine, s, "logs", "--no-color", "--tail", str(tail), check=False)
     return "\n--- compose logs ---\n" + (out.stdout + out.stderr)[-8000:]
 
 
 def fetch_run(engine: Engine, s: stack.Stack, name: str, dest: Path) -> dict:
     """The run folder from the leakbed-data volume; returns its prior's metrics.json."""
-    engine.compose_run(*s.compose_args(), "cp", f"serverapp:/data/runs/{name}", str(dest))
+    stack.run_compose(engine, s, "cp", f"serverapp:/data/runs/{name}", str(dest))
     return json.loads((dest / "random" / "metrics.json").read_text())
 
 
 def exec_in(engine: Engine, s: stack.Stack, service: str, *argv: str) -> str:
-    out = engine.compose_run(*s.compose_args(), "exec", "-T", service, *argv, check=False)
+    out = stack.run_compose(engine, s, "exec", "-T", service, *argv, check=False)
     return out.stdout
 
 
 def container(engine: Engine, s: stack.Stack, service: str) -> str:
-    return engine.compose_run(*s.compose_args(), "ps", "-q", service).stdout.strip()
+    return stack.run_compose(engine, s, "ps", "-q", service).stdout.strip()
 
 
 def prometheus_query(s: stack.Stack, expr: str, at: float) -> list[dict]:
@@ -243,7 +243,7 @@ def test_tls_overlay_runs_with_authenticated_supernodes(engine: Engine, chosen: 
     stack.down(engine, s)
     try:
         stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
-        reg = engine.compose_run(*s.compose_args(), "logs", "--no-color", "register-supernodes", check=False).stdout
+        reg = stack.run_compose(engine, s, "logs", "--no-color", "register-supernodes", check=False).stdout
         assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
         submit(engine, s, "tls")
         metrics = fetch_run(engine, s, "tls", tmp_path / "tls")
