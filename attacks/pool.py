@@ -128,6 +128,14 @@ class _LocalWorker:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def last_words(self) -> str:
+        """The last line the worker wrote, so a crash says why in the pool's errors and report."""
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][-300:] if lines else ""
+
     def restart(self) -> None:
         self.restarts += 1
         self.proc = self._spawn()
@@ -338,10 +346,11 @@ class AttackPool:
                     continue
                 if w.restarts >= MAX_RESTARTS:
                     continue
+                why = w.last_words()
                 with self._lock:
                     self.stats.worker_restarts += 1
-                    self.stats.errors.append(f"attack worker {w.index} exited with code {code}; restarted")
-                log.warning("attack worker %d exited with code %s; restarting", w.index, code)
+                    self.stats.errors.append(f"attack worker {w.index} exited with code {code} ({why}); restarted")
+                log.warning("attack worker %d exited with code %s (%s); restarting", w.index, code, why)
                 w.restart()
             if not any(self._healthy) and time.monotonic() - self._last_healthy > self._retry_seconds:
                 while (task := self._take()) is not None:

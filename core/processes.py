@@ -7,21 +7,49 @@ through ``/proc`` (Linux), so a SuperLink's detached SuperExec or Ray's raylet i
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
+LISTEN_PORTS = range(20000, 32768)  # where free_ports looks: below Linux's default ephemeral range
+
+
+def _ephemeral_range() -> range:
+    """The kernel's range for outgoing connections' local ports (Linux's default when unreadable)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports nothing listens on right now (held open together so none is handed out twice)."""
-    socks = []
+    """``n`` distinct ports nothing listens on right now, outside the kernel's ephemeral range.
+
+    A port the kernel hands out (bind to 0) can be taken, before our process binds it, as the
+    local end of any outgoing connection on the machine (CI saw an attack worker die on exactly
+    that); ports below the ephemeral range are only ever taken by an explicit bind.
+    """
+    ephemeral = _ephemeral_range()
+    candidates = [p for p in range(LISTEN_PORTS.start, LISTEN_PORTS.stop) if p not in ephemeral]
+    random.SystemRandom().shuffle(candidates)  # not a result: ports never enter any number
+    socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        for port in candidates:
+            if len(socks) == n:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            try:
+                s.bind((host, port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
+        if len(socks) < n:
+            raise OSError(f"fewer than {n} free ports in {LISTEN_PORTS.start}-{LISTEN_PORTS.stop - 1} on {host}")
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
