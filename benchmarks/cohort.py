@@ -96,12 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         run = fresh(out / "run")  # the run folder (core.layout): metrics in run/<rule>, store in run/attack-store/<rule>
         layout = RunLayout(run)
         marks = RoundMarks()
-        with TreeMemory(interval=args.interval, pss_interval=args.pss_interval) as mem, counted_starts() as starts:
+        rounds = cfg.fl.rounds
+
+        def phase() -> str:  # the attack fit after the last round grows with known users, not with clients
+            return "after the last round" if rounds in marks.wall else "federation"
+
+        mem_ = TreeMemory(interval=args.interval, pss_interval=args.pss_interval, phase=phase)
+        with mem_ as mem, counted_starts() as starts:
             start = time.time()
             summary = simulate(cfg, args.rule, run, marks)
             end = time.time()
         memory = mem.report()
-        rounds = cfg.fl.rounds
         fl, fit = summary["fl_seconds"], summary["attack_fit_seconds"]
         split = marks.split(rounds)
         per_round = {r: marks.perf[r] - marks.perf[r - 1] for r in range(1, rounds + 1) if {r, r - 1} <= marks.perf.keys()}
@@ -129,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             ["  teardown: actors, Ray shutdown [s]", end - main_end],
             ["peak RSS of the process tree [MiB]", memory["peak_tree_rss_mib"]],
             ["peak PSS of the process tree [MiB]", memory["peak_tree_pss_mib"]],
+            *([f"  during {name} [MiB]", value] for name, value in memory["peak_tree_pss_mib_by_phase"].items()),
             ["peak processes in the tree", memory["peak_processes"]],
             [
                 "pool: tapped / analysed / dropped / failed",
@@ -176,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             "attack_fit_s": fit,
             "peak_tree_rss_mib": memory["peak_tree_rss_mib"],
             "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
+            "peak_tree_pss_mib_by_phase": memory["peak_tree_pss_mib_by_phase"],
             "pool": {k: pool[k] for k in POOL_KEYS} | timeline,
             "attackers": {n: {k: a[k] for k in ("ap", "chance_ap", "x_chance")} for n, a in attackers.items()},
         }

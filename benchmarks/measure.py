@@ -17,6 +17,7 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -138,6 +139,11 @@ class TreeMemory:
     root: int = field(default_factory=os.getpid)
     interval: float = 0.2
     pss_interval: float = 5.0  # 0 = never read PSS
+    # names the phase a sample belongs to (e.g. the federation's rounds, then the attack fit after
+    # them), so a peak can be told apart from what grows with known users rather than with clients
+    phase: Callable[[], str] | None = None
+    peak_pss_by_phase_kib: dict[str, int] = field(default_factory=dict)
+    peak_rss_by_phase_kib: dict[str, int] = field(default_factory=dict)
     samples: int = 0
     pss_samples: int = 0
     sample_seconds: float = 0.0  # time spent sampling, to show the sampler's own cost
@@ -168,9 +174,16 @@ class TreeMemory:
         t1 = time.perf_counter()
         if self.pss_interval > 0 and (pss or t1 - self._last_pss >= self.pss_interval):
             self._last_pss = t1
-            self.peak_pss_kib = max(self.peak_pss_kib, sum(pss_kib(pid) or 0 for pid in sizes))
+            total_pss = sum(pss_kib(pid) or 0 for pid in sizes)
+            self.peak_pss_kib = max(self.peak_pss_kib, total_pss)
+            if self.phase is not None:
+                now = self.phase()
+                self.peak_pss_by_phase_kib[now] = max(self.peak_pss_by_phase_kib.get(now, 0), total_pss)
             self.pss_samples += 1
             self.pss_seconds += time.perf_counter() - t1
+        if self.phase is not None:
+            now = self.phase()
+            self.peak_rss_by_phase_kib[now] = max(self.peak_rss_by_phase_kib.get(now, 0), total_rss)
         if total_rss > self.peak_rss_kib:
             self.peak_rss_kib = total_rss
             breakdown: Counter[str] = Counter()
@@ -210,6 +223,8 @@ class TreeMemory:
             # largest maxrss of any reaped descendant (getrusage), a cross-check for the sampler
             "max_reaped_child_maxrss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / mib, 1),
             "rss_mib_at_peak_by_process": {k: round(v / mib, 1) for k, v in self.peak_breakdown.items()},
+            "peak_tree_pss_mib_by_phase": {k: round(v / mib, 1) for k, v in self.peak_pss_by_phase_kib.items()},
+            "peak_tree_rss_mib_by_phase": {k: round(v / mib, 1) for k, v in self.peak_rss_by_phase_kib.items()},
             "samples": self.samples,
             "interval_s": self.interval,
             "mean_rss_sample_ms": round(1000 * self.sample_seconds / max(self.samples, 1), 2),
