@@ -25,7 +25,11 @@ def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
     run = simulate(cfg, "random", tmp_path)
     assert run["users"] == 4 and run["attack_layers"] == ["fc.weight", "fc.bias"]
     assert run["pool"]["tapped"] == run["pool"]["analysed"] == 4
-    assert 0.0 < run["utility"]["2"]["top5"] <= 1.0
+    u = run["utility"]
+    # the language model learns: next-character top-5 accuracy from about the untrained model's
+    # (measured 0.07) to more than twice that in two rounds (measured 0.25), with the loss falling
+    assert u["0"]["top5"] < 0.15 and u["2"]["top5"] > max(2 * u["0"]["top5"], 0.15), u
+    assert u["2"]["loss"] < u["1"]["loss"] < u["0"]["loss"], u
     vectors = UpdateStore(RunLayout(tmp_path).store("random")).read_anon()["vectors"]
     vocab = vectors.shape[1] // 65  # fc: 64 hidden units + bias per vocabulary entry
     assert vectors.shape == (4, 65 * vocab) and vocab > 60
