@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "peak_tree_rss_mib": memory["peak_tree_rss_mib"],
             "peak_tree_pss_mib": memory["peak_tree_pss_mib"],
             "peak_tree_pss_mib_by_phase": memory["peak_tree_pss_mib_by_phase"],
+            "rss_mib_at_peak_by_process": memory["rss_mib_at_peak_by_process"],
             "pool": {k: pool[k] for k in POOL_KEYS} | timeline,
             "attackers": {n: {k: a[k] for k in ("ap", "chance_ap", "x_chance")} for n, a in attackers.items()},
         }
