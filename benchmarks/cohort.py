@@ -19,6 +19,8 @@ import sys
 import time
 
 from benchmarks.common import (
+    AFTER_PHASE,
+    ROUNDS_PHASE,
     RoundMarks,
     add_common_args,
     counted_starts,
@@ -98,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         marks = RoundMarks()
         rounds = cfg.fl.rounds
 
-        def phase() -> str:  # the attack fit after the last round grows with known users, not with clients
-            return "after the last round" if rounds in marks.wall else "federation"
+        def phase() -> str:
+            return AFTER_PHASE if rounds in marks.wall else ROUNDS_PHASE
 
         mem_ = TreeMemory(interval=args.interval, pss_interval=args.pss_interval, phase=phase)
         with mem_ as mem, counted_starts() as starts:

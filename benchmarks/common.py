@@ -68,6 +68,11 @@ def fresh(path: Path) -> Path:
     return path
 
 
+# the phases benchmarks.cohort's memory sampler tells apart: the attack fit after the last round
+# grows with the users the attacker knows, the rounds with the clients
+ROUNDS_PHASE, AFTER_PHASE = "federation", "after the last round"
+
+
 class RoundMarks:
     """Wall-clock marks at the end of each round (after the server's evaluation hook), round 0 = before round 1."""
 

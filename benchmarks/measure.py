@@ -160,6 +160,7 @@ class TreeMemory:
 
     def sample(self, pss: bool = False) -> None:
         t0 = time.perf_counter()
+        now = self.phase() if self.phase is not None else None
         pids = tree_pids(self.root)
         total_rss = 0
         sizes: dict[int, int] = {}
@@ -176,13 +177,11 @@ class TreeMemory:
             self._last_pss = t1
             total_pss = sum(pss_kib(pid) or 0 for pid in sizes)
             self.peak_pss_kib = max(self.peak_pss_kib, total_pss)
-            if self.phase is not None:
-                now = self.phase()
+            if now is not None:
                 self.peak_pss_by_phase_kib[now] = max(self.peak_pss_by_phase_kib.get(now, 0), total_pss)
             self.pss_samples += 1
             self.pss_seconds += time.perf_counter() - t1
-        if self.phase is not None:
-            now = self.phase()
+        if now is not None:
             self.peak_rss_by_phase_kib[now] = max(self.peak_rss_by_phase_kib.get(now, 0), total_rss)
         if total_rss > self.peak_rss_kib:
             self.peak_rss_kib = total_rss

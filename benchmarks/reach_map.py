@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -115,8 +116,6 @@ def main(argv: list[str] | None = None) -> int:
                     if (folder / "random" / "metrics.json").is_file():
                         continue
                     if folder.exists():  # a point that did not finish: start it again
-                        import shutil
-
                         shutil.rmtree(folder)
                     run_point(data, steps, batch, folder, args.set)
     rows = collect(out)

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import fmt, quiet_env, table
+from benchmarks.common import AFTER_PHASE, ROUNDS_PHASE, fmt, quiet_env, table
 
 quiet_env()  # before anything imports flwr
 
@@ -99,8 +99,8 @@ def run_size(users: int, args: argparse.Namespace, rest: list[str], root: Path) 
     return summary | {"exit_code": code, "process_s": wall, "load_before": load_before, "load_after": load_after}
 
 
-def _federation_pss(r: dict) -> float | None:
-    return (r.get("peak_tree_pss_mib_by_phase") or {}).get("federation")
+def _phase_pss(r: dict, phase: str) -> float | None:
+    return (r.get("peak_tree_pss_mib_by_phase") or {}).get(phase)
 
 
 def goals(results: list[dict]) -> dict:
@@ -111,7 +111,7 @@ def goals(results: list[dict]) -> dict:
     lags = [r["pool"].get("max_lag_rounds_from_files") for r in results if "pool" in r]
     lag = max((x for x in lags if x is not None), default=None)
     lost = sum(r["pool"]["dropped"] + r["pool"]["failed"] for r in results if "pool" in r)
-    fed = [_federation_pss(r) for r in (first, last)]
+    fed = [_phase_pss(r, ROUNDS_PHASE) for r in (first, last)]
     return {
         "memory_ratio": ratio,
         # the peak while the federation runs (Flower, clients, tap, shadow updates), apart from the
@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 r.get("per_round_s"),
                 pss,
                 pss / base if pss and base else None,
-                _federation_pss(r),
-                (r.get("peak_tree_pss_mib_by_phase") or {}).get("after the last round"),
+                _phase_pss(r, ROUNDS_PHASE),
+                _phase_pss(r, AFTER_PHASE),
                 r.get("peak_tree_rss_mib"),
                 pool.get("max_lag_rounds_from_files"),
                 pool.get("max_lag_rounds"),
