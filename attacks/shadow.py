@@ -27,6 +27,7 @@ import torch
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import RoundSnapshot
 from core.batched_training import batched_local_updates, chunk_users, unsupported
+from core.heap import release_free_heap
 from core.models import build_model
 from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
 from core.updates import delta_vector
@@ -114,5 +115,7 @@ def _batched(
         lap(None)  # the batched phases are in timings already
         for j, i in enumerate(part):
             vectors[i] = delta_vector(snapshot.arrays, {k: v[j].numpy() for k, v in local.items()}, knowledge.keys)
+        del local
+        release_free_heap()  # the next chunk's tensors differ in size: without it the heap keeps growing
         lap("vectors")
     return np.stack(vectors)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from core.config import DataConfig, ExperimentConfig
 from core.data.corpus import Corpus, Task, UserData
 from core.data.errors import DataError
-from core.data.split import UserSplit, filter_users, split_user
+from core.data.split import Splits, UserSplit, filter_users
 
 __all__ = ["Corpus", "DataError", "Federation", "Task", "UserData", "UserSplit", "federation", "load_corpus"]
 
@@ -52,7 +53,7 @@ class Federation:
 
     corpus: Corpus
     rule: str
-    splits: dict[str, UserSplit]
+    splits: Mapping[str, UserSplit]  # made on access (core.data.split.Splits)
 
     @property
     def user_ids(self) -> list[str]:
@@ -97,17 +98,9 @@ def _federation(data_json: str, split_json: str, seed: int, rule: str) -> Federa
     if len(corpus.users) < 2:
         raise DataError(f"only {len(corpus.users)} user(s) have at least {cfg.data.min_examples} examples; need 2 or more")
     check_time(corpus, rule, cfg)
-    splits = {
-        u: split_user(
-            d,
-            rule,
-            prior_fraction=cfg.split.prior_fraction,
-            prior_count=cfg.split.prior_count,
-            test_fraction=cfg.data.test_fraction,
-            rng=np.random.default_rng([cfg.seed, i, 7]),
-        )
-        for i, (u, d) in enumerate(corpus.users.items())
-    }
+    split = cfg.split
+    splits = Splits(corpus, rule, seed=cfg.seed, prior_fraction=split.prior_fraction, prior_count=split.prior_count,
+                    test_fraction=cfg.data.test_fraction)
     return Federation(corpus=corpus, rule=rule, splits=splits)
 
 

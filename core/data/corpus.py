@@ -6,6 +6,7 @@ testbed (splits, clients, the attacker's prior) only ever sees this form.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -53,7 +54,7 @@ class Corpus:
     task: Task
     num_classes: int  # classes, labels, or vocabulary size for next-token
     input_shape: tuple[int, ...]  # one example's x shape
-    users: dict[str, UserData]
+    users: Mapping[str, UserData]  # a dict, or core.data.lazy_users.LazyUsers for generated sources
     vocab: tuple[str, ...] | None = None
     time: TimeKind = "timestamps"  # what each example's t holds
 

@@ -7,11 +7,13 @@ non-prior data measures the global model's utility (seed 001 §5.3 holds out 20%
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.data.corpus import Corpus, UserData
+from core.data.lazy_users import subset, user_sizes
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,34 @@ def split_user(
 
 def filter_users(corpus: Corpus, *, min_examples: int, max_users: int) -> Corpus:
     """Drop users below ``min_examples`` (as the seeds do), then keep the first ``max_users``."""
-    kept = {u: d for u, d in corpus.users.items() if len(d) >= min_examples}
+    kept = [u for u, n in user_sizes(corpus.users).items() if n >= min_examples]
     if max_users:
-        kept = dict(list(kept.items())[:max_users])
-    return Corpus(corpus.name, corpus.task, corpus.num_classes, corpus.input_shape, kept, corpus.vocab, corpus.time)
+        kept = kept[:max_users]
+    users = subset(corpus.users, kept)
+    return Corpus(corpus.name, corpus.task, corpus.num_classes, corpus.input_shape, users, corpus.vocab, corpus.time)
+
+
+class Splits(Mapping[str, UserSplit]):
+    """Every user's split, in the corpus' order, made on access from the user's data and an rng of the
+    experiment seed and the user's position: a process that reads one user (a device) makes only
+    that user's data when the corpus is lazy (``core.data.lazy_users``)."""
+
+    def __init__(self, corpus: Corpus, rule: str, *, seed: int, prior_fraction: float, prior_count: int,
+                 test_fraction: float) -> None:
+        self._users = corpus.users
+        self._position = {u: i for i, u in enumerate(corpus.users)}
+        self._rule, self._seed = rule, seed
+        self._sizes = dict(prior_fraction=prior_fraction, prior_count=prior_count, test_fraction=test_fraction)
+
+    def __getitem__(self, user: str) -> UserSplit:
+        rng = np.random.default_rng([self._seed, self._position[user], 7])
+        return split_user(self._users[user], self._rule, rng=rng, **self._sizes)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)
+
+    def __contains__(self, user: object) -> bool:
+        return user in self._position

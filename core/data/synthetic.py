@@ -9,10 +9,13 @@ harder than a random one, as in the seed's Table 3.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from core.config import SyntheticConfig
 from core.data.corpus import Corpus, UserData
+from core.data.lazy_users import LazyUsers
 
 _YEAR_S = 365.0 * 24 * 3600
 _DIRICHLET_ALPHA = 0.3  # concentration of a biased user's class preferences
@@ -82,41 +85,60 @@ def _user(rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray) ->
     return UserData(x=x, y=y, t=t.astype(np.float64), attrs={"album": album, "property": prop})
 
 
-def _with_user_attributes(users: dict[str, UserData], classes: int) -> dict[str, UserData]:
+@dataclass(frozen=True)
+class _Population:
+    """What makes any one user again: the config, seed, class templates and each user's index, plus
+    the per-user attributes that depend on the whole population (computed once, in one pass)."""
+
+    cfg: SyntheticConfig
+    seed: int
+    protos: np.ndarray
+    index: dict[str, int]
+    interest: dict[str, int]
+    tone: dict[str, int]
+
+    def user(self, name: str) -> UserData:
+        d = _user(np.random.default_rng([self.seed, self.index[name]]), self.cfg, self.protos)
+        n = len(d)
+        attrs = {**d.attrs, "interest": np.full(n, self.interest[name], np.int64), "tone": np.full(n, self.tone[name], np.int64)}
+        return UserData(x=d.x, y=d.y, t=d.t, attrs=attrs)
+
+
+def _attributes(cfg: SyntheticConfig, seed: int, protos: np.ndarray, index: dict[str, int]) -> tuple[dict, dict, dict]:
     """Per-user attributes for attribute inference (seed 001 §6.1.3), derived from what shapes a
     user's data so that they are reflected in it: ``interest`` = which third of the classes the user
     photographs most (selection bias), ``tone`` = the tertile of the user's mean brightness over the
     population (capture style). Both are constant per user and need no random draw, so every other
-    number of the population is unchanged; with ``bias = 0`` they are noise (the IID control)."""
-    interest = {u: int(np.argmax(np.bincount(d.y * 3 // classes, minlength=3))) for u, d in users.items()}
-    brightness = {u: float(d.x.mean()) for u, d in users.items()}
+    number of the population is unchanged; with ``bias = 0`` they are noise (the IID control).
+    One user at a time, so the pass holds one user's images, not the population's."""
+    sizes, interest, brightness = {}, {}, {}
+    for name, u in index.items():
+        d = _user(np.random.default_rng([seed, u]), cfg, protos)
+        sizes[name] = len(d)
+        interest[name] = int(np.argmax(np.bincount(d.y * 3 // cfg.classes, minlength=3)))
+        brightness[name] = float(d.x.mean())
     cuts = np.quantile(list(brightness.values()), [1 / 3, 2 / 3])
-    out = {}
-    for u, d in users.items():
-        tone = int(np.searchsorted(cuts, brightness[u], side="right"))
-        attrs = {**d.attrs, "interest": np.full(len(d), interest[u], np.int64), "tone": np.full(len(d), tone, np.int64)}
-        out[u] = UserData(x=d.x, y=d.y, t=d.t, attrs=attrs)
-    return out
+    tone = {name: int(np.searchsorted(cuts, b, side="right")) for name, b in brightness.items()}
+    return sizes, interest, tone
 
 
 def generate(cfg: SyntheticConfig, seed: int, first_user: int = 0) -> Corpus:
     """A reproducible population: the same config and seed give the same bytes.
 
+    Users are made on access (``LazyUsers``), so a device holds its own user's images only.
     ``first_user`` offsets user indices, giving a disjoint population that shares the class
     templates (the background data of the augmentation defenses).
     """
     rng = np.random.default_rng([seed, 0x5EED])
     protos = _prototypes(rng, cfg.classes, cfg.channels, cfg.image_size)
     width = len(str(first_user + cfg.users - 1))
-    users = {
-        f"user{u:0{width}d}": _user(np.random.default_rng([seed, u]), cfg, protos)
-        for u in range(first_user, first_user + cfg.users)
-    }
-    users = _with_user_attributes(users, cfg.classes)
+    index = {f"user{u:0{width}d}": u for u in range(first_user, first_user + cfg.users)}
+    sizes, interest, tone = _attributes(cfg, seed, protos, index)
+    population = _Population(cfg, seed, protos, index, interest, tone)
     return Corpus(
         name="synthetic",
         task="multiclass",
         num_classes=cfg.classes,
         input_shape=(cfg.channels, cfg.image_size, cfg.image_size),
-        users=users,
+        users=LazyUsers(sizes, population.user),
     )
