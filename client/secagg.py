@@ -24,6 +24,7 @@ from flwr.client.mod import secaggplus_mod
 from client.app import TRUTH_KEY, device_train
 from core.config import ExperimentConfig
 from core.data import federation
+from core.derive import derived_seed
 from core.models import build_model
 
 TRUTH_PREFIX = "leakbed-truth-"  # fit-metric keys the server seals and strips before aggregation
@@ -32,6 +33,15 @@ TRUTH_PREFIX = "leakbed-truth-"  # fit-metric keys the server seals and strips b
 def _names(cfg: ExperimentConfig, rule: str) -> list[str]:
     """The model's parameter names, in the order the legacy workflow sends the arrays."""
     return list(build_model(cfg.model, federation(cfg, rule).corpus).state_dict())
+
+
+def seed_quantization(seed: int, rnd: int, partition_id: int) -> None:
+    """SecAgg+ quantizes a reply by stochastic rounding on NumPy's global generator (flwr's
+    ``quantization._stochastic_round``), right after ``fit`` returns; unseeded, the same experiment
+    gave different aggregates, models and AUCs from run to run. Seeded per device and round, one-way
+    from the experiment seed (the masks still come from the OS and cancel in the sum)."""
+    state = np.random.SeedSequence([derived_seed(seed, "secagg"), rnd, partition_id]).generate_state(1)[0]
+    np.random.seed(int(state))
 
 
 class SecAggDevice(NumPyClient):
@@ -67,6 +77,7 @@ class SecAggDevice(NumPyClient):
         truth = reply.content.config_records[TRUTH_KEY]
         scalars = {k: v for k, v in truth.items() if isinstance(v, bool | int | float | str)}  # lists stay out of fit metrics
         out = {"train-loss": float(metrics["train-loss"]), **{f"{TRUTH_PREFIX}{k}": v for k, v in scalars.items()}}
+        seed_quantization(cfg.seed, int(config["server-round"]), self.pid)
         return [arrays[k].numpy() for k in names], int(metrics["num-examples"]), out
 
 

@@ -43,3 +43,23 @@ def test_the_plain_clientapp_hands_secagg_stages_to_the_secagg_device(monkeypatc
     assert plain.secagg_mod(stage, None, lambda m, c: "plain") == "secagg" and seen == [stage]
     other = fake_message(RecordDict({"config": ConfigRecord({"x": 1})}))
     assert plain.secagg_mod(other, None, lambda m, c: "plain") == "plain" and seen == [stage]
+
+
+def test_secagg_quantization_is_seeded_by_the_experiment():
+    """The reply's stochastic rounding (flwr's quantize, right after fit) repeats for the same seed and
+    differs for another: two runs of one config used to differ in every aggregate."""
+    from flwr.common.secure_aggregation.quantization import quantize
+
+    from client.secagg import seed_quantization
+
+    vec = [np.linspace(-1.0, 1.0, 1001, dtype=np.float32)]
+    draws = []
+    for seed in (0, 0, 1):
+        np.random.seed(12345 + len(draws))  # whatever state the process was in
+        seed_quantization(seed, 3, 1)
+        draws.append(quantize(vec, 8.0, 1 << 10)[0])
+    assert np.array_equal(draws[0], draws[1]) and not np.array_equal(draws[0], draws[2])
+    delta_a, _, _ = _fit()
+    first = quantize([delta_a], 8.0, 1 << 22)[0]
+    delta_b, _, _ = _fit()
+    assert np.array_equal(first, quantize([delta_b], 8.0, 1 << 22)[0])  # fit seeds it itself
