@@ -27,6 +27,7 @@ in the ClientApp's ``context.state``, which Flower keeps per node for the run.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -80,28 +81,39 @@ def synthetic_aggregates(
     return np.stack(feats), np.asarray(labels, np.int64)
 
 
-def property_score(x: np.ndarray, y: np.ndarray, query: np.ndarray, null: np.ndarray, classifier: str, seed: int) -> float:
-    """How likely another participant's batch held the property: the batch property classifier,
-    fitted on the labelled synthetic aggregates ``x, y``, scores the observed others' aggregate, and
-    the score is its rank among held-out synthetic aggregates of the same round without the property
-    (``null``), so the classifier's drift from round to round cannot pose as the property."""
+def fit_property_classifier(x: np.ndarray, y: np.ndarray, classifier: str, seed: int) -> Any:
+    """The batch property classifier (Algorithm 7: the seed's 50-tree forest, or a standardised
+    logistic regression) fitted on labelled synthetic aggregates; None without both labels."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     if len(set(y.tolist())) < 2:
-        return 0.5
+        return None
     model = (
         RandomForestClassifier(n_estimators=50, random_state=seed, n_jobs=1)
         if classifier == "forest"
         else make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000))
     )
-    model.fit(x, y)
+    return model.fit(x, y)
+
+
+def rank_score(model: Any, classifier: str, query: np.ndarray, null: np.ndarray) -> float:
+    """The query's rank among held-out no-property aggregates of the same round (``null``), so the
+    classifier's drift from round to round cannot pose as the property; 0.5 without a classifier."""
+    if model is None:
+        return 0.5
     both = np.vstack([query[None], null])
     # the logistic model's margin, not its probability: on separable training data that saturates at 0 / 1
     p = model.decision_function(both) if classifier == "logistic" else model.predict_proba(both)[:, 1]
     return float((np.sum(p[1:] < p[0]) + 0.5 * np.sum(p[1:] == p[0]) + 0.5) / (len(null) + 1))
+
+
+def property_score(x: np.ndarray, y: np.ndarray, query: np.ndarray, null: np.ndarray, classifier: str, seed: int) -> float:
+    """How likely another participant's batch held the property: the classifier fitted on ``x, y``
+    scores the observed others' aggregate by its rank among the round's ``null`` aggregates."""
+    return rank_score(fit_property_classifier(x, y, classifier, seed), classifier, query, null)
 
 
 def participants_per_round(cfg: ExperimentConfig, users: int) -> int:

@@ -14,9 +14,11 @@ from client.adversary import (
     _aux_batch,
     _auxiliary,
     adversary_round,
+    fit_property_classifier,
     participants_per_round,
     pooled_features,
     property_score,
+    rank_score,
     synthetic_aggregates,
 )
 from core.config import ConfigError, build_config
@@ -120,14 +122,16 @@ def test_classifier_tells_aggregates_with_a_property_batch_and_not_with_shuffled
     test_pos = _pool(model, data, prop, 1.0, 8, rng, tcfg)
     qx, qy = synthetic_aggregates(test_pos, neg[12:], 4, 40, rng)
     for classifier in ("forest", "logistic"):
-        scores = [property_score(x, y, q, null, classifier, 0) for q in qx]
+        model = fit_property_classifier(x, y, classifier, 0)  # fitted once: the fit depends on x, y and the seed only
+        scores = [rank_score(model, classifier, q, null) for q in qx]
+        assert scores[0] == property_score(x, y, qx[0], null, classifier, 0)
         assert all(0.0 < s < 1.0 for s in scores)
         assert roc_auc_score(qy, scores) > 0.8, classifier
     # shuffled labels: a random direction, so the AUC averages out to chance over permutations
     aucs = []
     for seed in range(4):
-        shuffled = np.random.default_rng(seed).permutation(y)
-        aucs.append(roc_auc_score(qy, [property_score(x, shuffled, q, null, "logistic", 0) for q in qx]))
+        model = fit_property_classifier(x, np.random.default_rng(seed).permutation(y), "logistic", 0)
+        aucs.append(roc_auc_score(qy, [rank_score(model, "logistic", q, null) for q in qx]))
     assert 0.3 < np.mean(aucs) < 0.7, aucs
     # scale-free features: the update shrinking as the model converges does not move them
     assert np.allclose(pooled_features(pos[0]), pooled_features({k: 0.1 * v for k, v in pos[0].items()}), atol=1e-6)
