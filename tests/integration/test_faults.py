@@ -157,7 +157,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
     overrides = (
         "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "
         f'attack.workers=1 attack.attackers=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
-        "telemetry.hold_seconds=30"
+        "telemetry.hold_seconds=8"  # the last scrape comes within one poll (<= 2.5 s) of run_finished
     )
     run_config = f"set='{overrides}' out-dir='{run}' prior='random'"
     flwr = [str(VENV_BIN / "flwr"), "run", str(Path(__file__).resolve().parents[2]), "local-deployment", "--stream"]
