@@ -40,7 +40,9 @@ def _finished(url: str) -> dict | None:
 def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs) -> None:
     out, port = tmp_path / "deploy", free_port()
     sets = [arg for o in OVERRIDES for arg in ("--set", o)]
-    cmd = [str(VENV_BIN / "leakbed"), "deploy-local", *sets, "--out", str(out), "--metrics-port", str(port), "--hold", "15"]
+    # --hold: /metrics stays up this long after the run; deploy-local (1 s polls) and this test (0.5 s) read it within
+    # a few seconds, and a longer hold only delays the end
+    cmd = [str(VENV_BIN / "leakbed"), "deploy-local", *sets, "--out", str(out), "--metrics-port", str(port), "--hold", "10"]
     cli = procs.start("deploy-local", cmd, flower_env(tmp_path / "unused-home"))
     url = f"http://127.0.0.1:{port}/metrics"
     final: dict = {}
