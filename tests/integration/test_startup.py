@@ -31,6 +31,9 @@ from tests.integration.procs import (
 FAULTS = Path(__file__).resolve().parent / "ray_fault"
 REPO = Path(__file__).resolve().parents[2]
 STARTUP = 20  # fl.startup_timeout of these runs [s]
+# ... of the run whose SuperNodes never connect: nothing can answer however long it waits, so a short
+# wait gives the same failure sooner [s]
+SILENT_STARTUP = 5
 TINY = "data.synthetic.users=2 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 attack.workers=1"
 
 
@@ -122,7 +125,7 @@ def test_deploy_local_with_devices_that_never_connect_fails_and_stops_everything
     """``leakbed deploy-local`` whose SuperNodes never connect: round 1's wait for the cohort ends at
     fl.startup_timeout, the ServerApp fails with one clear line, deploy-local exits 1 and stops every process."""
     out = tmp_path / "deploy"
-    sets = [*TINY.split(), 'split.priors=["random"]', f"fl.startup_timeout={STARTUP}"]
+    sets = [*TINY.split(), 'split.priors=["random"]', f"fl.startup_timeout={SILENT_STARTUP}"]
     cmd = [str(VENV_BIN / "leakbed"), "deploy-local", *[a for s in sets for a in ("--set", s)], "--workers", "1"]
     cmd += ["--hold", "0", "--out", str(out)]
     env = fault_env(tmp_path / "home", "silent-supernode")
@@ -131,21 +134,28 @@ def test_deploy_local_with_devices_that_never_connect_fails_and_stops_everything
     took = time.monotonic() - t0
     assert code == 1, output
     failed = [line for line in output.splitlines() if line.startswith("leakbed: deploy-local failed:")]
-    assert len(failed) == 1 and f"only 0 of 2 devices connected within fl.startup_timeout = {STARTUP} s" in failed[0], output
+    expected = f"only 0 of 2 devices connected within fl.startup_timeout = {SILENT_STARTUP} s"
+    assert len(failed) == 1 and expected in failed[0], output
     assert not session_left(procs.started[0].popen.pid), "deploy-local left processes running"
     assert not find_pids(re.escape(str(out))), "a process naming the deployment's folder is still running"
     print(f"\n[startup] deploy-local with silent SuperNodes failed after {took:.0f}s")
 
 
 def test_fault_injection_is_inert_without_the_variable() -> None:
-    """The sitecustomize changes nothing unless LEAKBED_FAULT names a fault."""
+    """The sitecustomize changes nothing unless LEAKBED_FAULT names a fault: no-raylet replaces
+    ``start_raylet``, gives Ray's node module its fast clock and shortens Ray's raylet wait; without
+    the variable Ray is untouched."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": str(FAULTS)}
     env.pop("LEAKBED_FAULT", None)
-    code = "import sys, ray._private.node as n; print(n.Node.start_raylet.__qualname__)"
+    env.pop("RAY_raylet_start_wait_time_s", None)
+    code = (
+        "import os, time, ray._private.node as n; print(n.Node.start_raylet.__qualname__, n.time is time, "
+        "round(n.time.monotonic() / time.monotonic()), os.environ.get('RAY_raylet_start_wait_time_s'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout.strip()
-    assert out == "Node.start_raylet"
+    assert out == "Node.start_raylet True 1 None", out
     env["LEAKBED_FAULT"] = "no-raylet"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout.strip()
-    assert out.endswith("<lambda>") and out != "Node.start_raylet", out  # replaced by the fault
+    assert out.endswith("<lambda> False 15 2") and not out.startswith("Node.start_raylet"), out  # replaced by the fault
