@@ -94,6 +94,10 @@ class _Task:
     first_tried: float = 0.0
 
 
+# What util-linux's ``unshare --fork`` (2.38) prints, exiting 1, when its child was SIGKILLed (measured)
+UNSHARE_SIGNALLED = "sigprocmask unblock failed"
+
+
 class _LocalWorker:
     """A worker process this pool spawned and restarts; always on the same port. Jailed
     (``attacks.jail``), it sees the store root and nothing else of the run."""
@@ -134,7 +138,11 @@ class _LocalWorker:
             lines = self.log_path.read_text(errors="replace").strip().splitlines()
         except OSError:
             return ""
-        return lines[-1][-300:] if lines else ""
+        fatal = [line for line in lines if line.startswith("Fatal Python error")]  # faulthandler: died of a signal
+        words = " / ".join(dict.fromkeys([*fatal[-1:], *lines[-1:]]))[-300:]
+        if self.jail and UNSHARE_SIGNALLED in words and not fatal:
+            words += " = the jailed worker was killed by a signal it cannot catch, SIGKILL (the OOM killer, or a kill)"
+        return words
 
     def restart(self) -> None:
         self.restarts += 1

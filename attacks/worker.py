@@ -14,6 +14,7 @@ another worker wrote it first, because every worker reads the same store.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -227,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         command = jail.jailed(["-m", "attacks.worker", *rest], root, files)
         os.execvp(command[0], command)
 
+    # a worker killed by a fatal signal (SIGSEGV, SIGBUS, SIGABRT...) leaves its Python stack in its log: in the
+    # jail, unshare only reports "sigprocmask unblock failed" and exit code 1 when its child dies of a signal
+    faulthandler.enable()
     import torch
     from threadpoolctl import threadpool_limits
 

@@ -1,3 +1,5 @@
+import os
+import sys
 import time
 from dataclasses import replace
 
@@ -193,3 +195,37 @@ def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
     for name in ("mlp", "knn"):
         for key in ("ids", "classes", "scores"):
             np.testing.assert_array_equal(preds[0][name][key], preds[1][name][key])
+
+
+def test_a_worker_dead_of_a_signal_in_the_jail_says_which(tmp_path):
+    """In the jail, a worker killed by SIGKILL (the OOM killer's signal) ends as unshare's exit code 1 and
+    the line "sigprocmask unblock failed", which names no cause, and a segfault as unshare's own death:
+    the pool's restart error says which, from the worker's log (its faulthandler names fatal signals)."""
+    import signal
+    import subprocess
+
+    import pytest
+
+    from attacks import jail
+    from attacks.pool import _LocalWorker
+    from core.processes import descendants
+
+    if why := jail.available():
+        pytest.skip(f"no jail here: {why}")
+    worker = object.__new__(_LocalWorker)
+    worker.jail = True
+    codes = {}
+    for name, code in {"sigkill": "import time; time.sleep(60)", "segfault": "import ctypes; ctypes.string_at(0)"}.items():
+        worker.log_path = tmp_path / f"{name}.log"
+        with worker.log_path.open("wb") as out:
+            argv = [*jail._unshare_argv(), sys.executable, "-X", "faulthandler", "-c", code]
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            if name == "sigkill":
+                deadline = time.monotonic() + 30
+                while not (kids := descendants(proc.pid)) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                os.kill(max(kids), signal.SIGKILL)
+            codes[name] = (proc.wait(timeout=60), worker.last_words())
+    (killed, killed_words), (segv, segv_words) = codes["sigkill"], codes["segfault"]
+    assert killed == 1 and killed_words.endswith("cannot catch, SIGKILL (the OOM killer, or a kill)"), codes
+    assert segv == -signal.SIGSEGV and segv_words.startswith("Fatal Python error: Segmentation fault"), codes
