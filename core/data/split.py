@@ -89,11 +89,11 @@ class Splits(Mapping[str, UserSplit]):
         self._users = corpus.users
         self._position = {u: i for i, u in enumerate(corpus.users)}
         self._rule, self._seed = rule, seed
-        self._sizes = dict(prior_fraction=prior_fraction, prior_count=prior_count, test_fraction=test_fraction)
+        self._shares = dict(prior_fraction=prior_fraction, prior_count=prior_count, test_fraction=test_fraction)
 
     def __getitem__(self, user: str) -> UserSplit:
         rng = np.random.default_rng([self._seed, self._position[user], 7])
-        return split_user(self._users[user], self._rule, rng=rng, **self._sizes)  # type: ignore[arg-type]
+        return split_user(self._users[user], self._rule, rng=rng, **self._shares)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._position)
