@@ -30,8 +30,8 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports nothing listens on right now, outside the kernel's ephemeral range.
 
     A port the kernel hands out (bind to 0) can be taken, before our process binds it, as the
-    local end of any outgoing connection on the machine (the likely cause of an attack worker's
-    exit 1 in CI, a failed bind); ports below the ephemeral range are taken only by an explicit bind.
+    local end of any outgoing connection on the machine, and the listener's bind then fails; ports
+    below the ephemeral range are taken only by an explicit bind.
     """
     ephemeral = _ephemeral_range()
     candidates = [p for p in range(LISTEN_PORTS.start, LISTEN_PORTS.stop) if p not in ephemeral]

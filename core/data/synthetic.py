@@ -85,6 +85,11 @@ def _user(rng: np.random.Generator, cfg: SyntheticConfig, protos: np.ndarray) ->
     return UserData(x=x, y=y, t=t.astype(np.float64), attrs={"album": album, "property": prop})
 
 
+def _nth_user(cfg: SyntheticConfig, seed: int, protos: np.ndarray, u: int) -> UserData:
+    """User ``u`` of the population, from its own generator: any user is made again alone."""
+    return _user(np.random.default_rng([seed, u]), cfg, protos)
+
+
 @dataclass(frozen=True)
 class _Population:
     """What makes any one user again: the config, seed, class templates and each user's index, plus
@@ -98,7 +103,7 @@ class _Population:
     tone: dict[str, int]
 
     def user(self, name: str) -> UserData:
-        d = _user(np.random.default_rng([self.seed, self.index[name]]), self.cfg, self.protos)
+        d = _nth_user(self.cfg, self.seed, self.protos, self.index[name])
         n = len(d)
         attrs = {**d.attrs, "interest": np.full(n, self.interest[name], np.int64), "tone": np.full(n, self.tone[name], np.int64)}
         return UserData(x=d.x, y=d.y, t=d.t, attrs=attrs)
@@ -113,7 +118,7 @@ def _attributes(cfg: SyntheticConfig, seed: int, protos: np.ndarray, index: dict
     One user at a time, so the pass holds one user's images, not the population's."""
     sizes, interest, brightness = {}, {}, {}
     for name, u in index.items():
-        d = _user(np.random.default_rng([seed, u]), cfg, protos)
+        d = _nth_user(cfg, seed, protos, u)
         sizes[name] = len(d)
         interest[name] = int(np.argmax(np.bincount(d.y * 3 // cfg.classes, minlength=3)))
         brightness[name] = float(d.x.mean())
