@@ -14,7 +14,6 @@ import zlib
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 
 from core.adoption import defenses_of
 from core.config import ExperimentConfig
@@ -84,6 +83,10 @@ def shared_features(cfg: ExperimentConfig, fed: Federation, x: np.ndarray) -> np
 
 @functools.lru_cache(maxsize=4)
 def _clusters(cfg_json: str, rule: str, m: int) -> np.ndarray:
+    # scikit-learn is imported here, not at the top: a deployment starts a ClientApp process per
+    # message and most never cluster; the import costs each of them about 1.5 s of CPU
+    from sklearn.cluster import KMeans
+
     from core.data import federation
 
     cfg = ExperimentConfig.model_validate_json(cfg_json)
