@@ -102,10 +102,12 @@ class _LocalWorker:
     """A worker process this pool spawned and restarts; always on the same port. Jailed
     (``attacks.jail``), it sees the store root and nothing else of the run."""
 
-    def __init__(self, index: int, store_root: Path, metrics_port: int, jail: bool) -> None:
+    def __init__(self, index: int, store_root: Path, metrics_port: int, jail: bool, warm: bool = False) -> None:
         self.index = index
         self.port = free_port()
         worker = ["-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
+        if warm:
+            worker.append("--warm")
         if metrics_port:
             worker += ["--metrics-port", str(metrics_port)]
         self.jail = jail
@@ -185,6 +187,7 @@ class AttackPool:
         on_fit: FitCallback | None = None,
         jail: bool = False,
         tls_root_cert: str = "",
+        warm: bool = False,
     ) -> None:
         root = Path(store_root).resolve()
         run_id = check_run_id(run_id or uuid.uuid4().hex[:12])
@@ -207,7 +210,7 @@ class AttackPool:
             self.addresses = list(addresses)
         else:
             ports = [metrics_port_base + i if metrics_port_base else 0 for i in range(workers)]
-            self.local = [_LocalWorker(i, root, ports[i], jail) for i in range(workers)]
+            self.local = [_LocalWorker(i, root, ports[i], jail, warm) for i in range(workers)]
             self.addresses = [w.address for w in self.local]
         self.jailed = bool(self.local) and jail
         self._healthy = [False] * len(self.addresses)

@@ -101,6 +101,17 @@ class AttackService(pb_grpc.AttackServiceServicer):
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
 
+    def warm(self) -> None:
+        """Load what torch loads on its first ``torch.func`` transform or optimizer step (torch._dynamo:
+        about 1.7 s of CPU) before the first task needs it, holding the task lock so that no task
+        imports beside it. Measured: a worker's first batched shadow round took 2.35 s cold and
+        0.94 s warm at 100 users, which put the pool 2 rounds behind a fast federation."""
+        with self._lock:
+            t0 = time.perf_counter()
+            import torch._dynamo  # noqa: F401 - the import is the point
+
+            log.info("warmed up in %.1f s", time.perf_counter() - t0)
+
     def _run(self, msg: pb.Run) -> _Run:
         """The run's store: always ``<root>/<run id>``; a request names no path."""
         run_id = check_run_id(msg.run_id)
@@ -169,11 +180,14 @@ def serve(
     host: str = "127.0.0.1",
     metrics_port: int = 0,
     tls: tuple[bytes, bytes] | None = None,
+    warm: bool = False,
 ) -> grpc.Server:
     """Start the AttackService on ``host:port`` (and /metrics on ``metrics_port`` when > 0); over
-    TLS when ``tls`` = ``(private key, certificate chain)`` PEM bytes (``read_tls``), else plaintext."""
+    TLS when ``tls`` = ``(private key, certificate chain)`` PEM bytes (``read_tls``), else plaintext.
+    With ``warm``, tasks wait until the service has loaded torch's lazy parts (``AttackService.warm``)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=transport.GRPC_OPTIONS)
-    pb_grpc.add_AttackServiceServicer_to_server(AttackService(store_root), server)
+    service = AttackService(store_root)
+    pb_grpc.add_AttackServiceServicer_to_server(service, server)
     if tls is None:
         bound = server.add_insecure_port(f"{host}:{port}")
     else:
@@ -181,6 +195,8 @@ def serve(
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
     server.start()
+    if warm:  # Ping answers meanwhile, so the pool sees the worker ready and queues its tasks
+        threading.Thread(target=service.warm, daemon=True, name="warm").start()
     if metrics_port:
         telemetry.start_http_server(metrics_port, host, registry=telemetry.WORKER_REGISTRY)
     return server
@@ -204,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM); needs --ssl-keyfile [path]")
     parser.add_argument("--ssl-keyfile", help="private key (PEM) of --ssl-certfile [path]")
     parser.add_argument("--jail", action="store_true", help="run in a jail seeing only --store (attacks/jail.py)")
+    parser.add_argument(
+        "--warm", action="store_true", help="load torch's lazy parts at start, not in the first task (about 1.7 s of CPU)"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.port <= 65535 or not 0 <= args.metrics_port <= 65535:
         parser.exit(2, "attack-worker: --port must be 1..65535 and --metrics-port 0..65535\n")
@@ -238,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
     logging.basicConfig(level=logging.INFO, format="%(asctime)s attack-worker %(levelname)s %(message)s")
     try:
-        server = serve(args.port, root, args.host, args.metrics_port, tls)
+        server = serve(args.port, root, args.host, args.metrics_port, tls, warm=args.warm)
     except OSError as err:
         print(f"attack-worker: {err}", file=sys.stderr)
         return 2

@@ -202,7 +202,8 @@ def cmd_attack_worker(args: argparse.Namespace) -> int:
     for flag, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
         if path is not None:
             argv += [flag, path]
-    return worker_main([*argv, *(["--jail"] if args.jail else [])])
+    flags = [f for f, on in (("--jail", args.jail), ("--warm", args.warm)) if on]
+    return worker_main([*argv, *flags])
 
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
@@ -345,6 +346,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM; with --ssl-keyfile)")
     a.add_argument("--ssl-keyfile", help="the certificate's private key (PEM; with --ssl-certfile)")
     a.add_argument("--jail", action="store_true", help="run jailed: own mount and PID namespaces seeing only --store")
+    a.add_argument("--warm", action="store_true", help="load torch's lazy parts at start, before the first task needs them")
     a.set_defaults(fn=cmd_attack_worker)
     d = sub.add_parser("deploy-local", help="TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes")
     d.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")

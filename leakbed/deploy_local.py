@@ -265,7 +265,7 @@ def deploy_local(
                 f"attack-worker-{i}",
                 [
                     *(str(bin_dir / "leakbed"), "attack-worker"),
-                    *("--port", str(port), "--store", str(store_root), "--metrics-port", str(mport)),
+                    *("--port", str(port), "--store", str(store_root), "--metrics-port", str(mport), "--warm"),
                     *(["--jail"] if jailable else []),  # the same jail as a simulation's workers, where it can start
                     *("--ssl-certfile", str(certs / "worker.pem"), "--ssl-keyfile", str(certs / "worker.key")),
                 ],

@@ -121,6 +121,7 @@ class RunParts:
             queue_size=a.queue_size,
             submit_timeout=a.submit_timeout,
             run_id=self.layout.run_id(self.rule),
+            warm=True,  # a run's workers all train with torch: load its lazy parts while the federation starts
             **extra,
         )
 

@@ -97,3 +97,45 @@ def test_worker_exposition_passes_promtool():
         pytest.skip("promtool not on PATH (CI installs it)")
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_warm_worker_loads_torchs_lazy_parts_before_its_first_task(tmp_path):
+    """``--warm`` (what a run's pool and the deployments pass): the worker imports torch._dynamo, which
+    torch.func and torch.optim otherwise import inside the first shadow round, while it waits for tasks;
+    the CLI passes the flag through, and a pool asked to warm spawns its workers with it."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from attacks.pool import _LocalWorker
+    from leakbed.cli import main as leakbed_main
+
+    port = free_port()
+    code = "import sys, attacks.worker as w; sys.exit(w.main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "--port", str(port), "--store", str(tmp_path), "--warm"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()  # a silent worker must not hang the test
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("warmed up in" in line for line in lines):
+            time.sleep(0.1)
+        assert any("warmed up in" in line for line in lines), lines
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+    seen: list[list[str]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("attacks.worker.main", lambda argv: seen.append(argv) or 0)
+        assert leakbed_main(["attack-worker", "--port", "9", "--store", str(tmp_path), "--warm"]) == 0
+    assert seen and "--warm" in seen[0] and "--jail" not in seen[0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_LocalWorker, "_spawn", lambda self: None)
+        assert "--warm" in _LocalWorker(0, tmp_path, 0, jail=False, warm=True).argv
+        assert "--warm" not in _LocalWorker(0, tmp_path, 0, jail=False).argv
