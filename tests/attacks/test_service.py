@@ -99,6 +99,7 @@ def test_worker_exposition_passes_promtool():
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+@pytest.mark.slow  # a real worker process that imports torch twice over: 6 s
 def test_a_warm_worker_loads_torchs_lazy_parts_before_its_first_task(tmp_path):
     """``--warm`` (what a run's pool and the deployments pass): the worker imports torch._dynamo, which
     torch.func and torch.optim otherwise import inside the first shadow round, while it waits for tasks;
