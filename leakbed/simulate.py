@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import shutil
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from core.config import ExperimentConfig
 from core.data import federation
 from core.derive import derived_seed
 from core.layout import RunLayout
+from core.processes import descendants, terminate
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ def simulate(
     last: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         control = RunControl()
+        before = set(descendants(os.getpid()))
         try:
             with seeded_node_ids(cfg.seed):
                 run_simulation(
@@ -109,14 +112,19 @@ def simulate(
             last = err
             while last.__cause__ is not None:  # Flower wraps the runtime's own error ("Simulation Runtime crashed.")
                 last = last.__cause__
-        if not path.exists():  # its ServerApp thread may still wait on the dead runtime: end it first
-            control.abandon()
-        if path.exists() or attempt + 1 == START_ATTEMPTS:
+        if path.exists():
+            break
+        # The failed attempt is ended whole before anything else: its ServerApp thread (it may still wait
+        # on the dead runtime), its Ray, and every process it started (Ray's GCS, dashboard and monitors,
+        # attack workers), which Ray kills without waiting and which outlive the run on a loaded machine.
+        control.abandon()
+        _shutdown_ray()
+        terminate(set(descendants(os.getpid())) - before)
+        if attempt + 1 == START_ATTEMPTS:
             break
         # Ray's raylet or GCS sometimes fails to come up on a busy 2-core machine; the run is
         # seeded, so a clean second start gives the very same numbers.
         log.warning("the %s prior left no results; starting it again from scratch", rule)
-        _shutdown_ray()
         for folder in (layout.results(rule), layout.store(rule), layout.referee(rule)):
             shutil.rmtree(folder, ignore_errors=True)
     if not path.exists():
