@@ -54,8 +54,8 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
         same = np.r_[np.ones(half), np.zeros(half)].astype(np.float32)
         return i, j, same
 
-    model = Siamese(x.shape[1], phi.shape[1], shared=False)
-    train(model, x, phi, draw, knowledge.attack.matching, knowledge.seed)
+    build = lambda: Siamese(x.shape[1], phi.shape[1], shared=False)  # noqa: E731 - seeded and built by train
+    model = train(build, x, phi, draw, knowledge.attack.matching, knowledge.seed)
     anon = store.read_anon()
     store.write_result(
         "cross-modal",

@@ -77,9 +77,15 @@ def balanced_pairs(labels: np.ndarray, n: int, rng: np.random.Generator) -> tupl
     return np.concatenate([i_pos, i_neg]), np.concatenate([j_pos, j_neg]), same
 
 
-def train(model: Siamese, xa: np.ndarray, xb: np.ndarray, draw: PairDraw, cfg: MatchingConfig, seed: int) -> Siamese:
-    """Minimise BCE on freshly drawn pairs each epoch with RMSprop (seed 001 §4.3)."""
+def train(
+    build: Callable[[], Siamese], xa: np.ndarray, xb: np.ndarray, draw: PairDraw, cfg: MatchingConfig, seed: int
+) -> Siamese:
+    """Build the network and minimise BCE on freshly drawn pairs each epoch with RMSprop (seed 001 §4.3).
+
+    Seeded before the network is built: its initial weights must not depend on what the worker process
+    drew before (which tasks it ran depends on how the pool spread them)."""
     torch.manual_seed(seed)
+    model = build()
     rng = np.random.default_rng(seed)
     ta, tb = torch.from_numpy(np.asarray(xa, np.float32)), torch.from_numpy(np.asarray(xb, np.float32))
     opt = torch.optim.RMSprop(model.parameters(), lr=cfg.lr)
@@ -117,8 +123,8 @@ def pair_scores(
 
 def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: MatchingConfig, seed: int) -> Siamese:
     """A Siamese network trained on labelled update vectors (identities of shadow updates)."""
-    model = Siamese(vectors.shape[1])
-    return train(model, vectors, vectors, lambda rng: balanced_pairs(labels, cfg.pairs, rng), cfg, seed)
+    draw = lambda rng: balanced_pairs(labels, cfg.pairs, rng)  # noqa: E731
+    return train(lambda: Siamese(vectors.shape[1]), vectors, vectors, draw, cfg, seed)
 
 
 def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching") -> None:

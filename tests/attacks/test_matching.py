@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from attacks import matching
 from core.config import AttackConfig, ExperimentConfig, MatchingConfig
@@ -27,9 +28,11 @@ def test_siamese_matches_biased_users_and_falls_to_chance_on_shuffled_owners(tmp
 
 
 def test_same_seed_same_embeddings(tmp_path):
+    """The same seed gives the same network whatever the worker process drew before (its earlier tasks)."""
     out = []
     for k in range(2):
         fx = make(tmp_path / str(k), ATTACK)
+        torch.rand(1 + 100 * k)  # a different global torch RNG state before each fit
         matching.fit(fx.store, fx.knowledge)
         out.append(fx.store.read_result("matching")["emb"])
     assert np.array_equal(out[0], out[1])
