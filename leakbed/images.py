@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from leakbed.engine import Engine, EngineError
+from leakbed.engine import Engine, EngineError, machine_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 FLWR_VERSION = "1.41.0"
@@ -120,7 +120,13 @@ def build(
     quiet: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict[str, float]:
-    """Build what ``images`` needs; returns seconds per image (layer caches make rebuilds quick)."""
+    """Build what ``images`` needs; returns seconds per image (layer caches make rebuilds quick).
+    One build at a time on a machine: a second waits, then finds every layer cached."""
+    with machine_lock("build"):
+        return _build_all(engine, images, gpu, quiet, say)
+
+
+def _build_all(engine: Engine, images: Images, gpu: bool, quiet: bool, say: Callable[[str], None]) -> dict[str, float]:
     local = images.base == "local"
     base_dir, docker_dir = ROOT / "deploy" / "base", ROOT / "deploy" / "docker"
     # (tag, Dockerfile, context, build args); PyTorch's index is a registry too: offline, PyPI's (CUDA) torch runs on CPU
