@@ -5,4 +5,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export FLWR_TELEMETRY_ENABLED=0 FLWR_DISABLE_UPDATE_CHECK=1 FLWR_LOG_LEVEL=WARNING GRPC_ENABLE_FORK_SUPPORT=false
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+# Spread over xdist workers, one module (or test class) per unit, longest first (tests/schedule.py);
+# LEAKBED_TEST_WORKERS=0 runs in one process.
+workers=${LEAKBED_TEST_WORKERS:-2}
+dist=()
+[ "$workers" = 0 ] || dist=(-n "$workers" --dist loadscope --no-loadscope-reorder)
+exec .venv/bin/python -m pytest "${dist[@]}" "$@"

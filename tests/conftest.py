@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +14,32 @@ import torch
 from flwr.app import ArrayRecord, Error, Message, Metadata, RecordDict
 
 from core.config import ExperimentConfig, build_config
+from tests.integration.procs import Procs, ray_head
+from tests.schedule import TimingsRecorder, read_timings, schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--write-timings",
+        metavar="PATH",
+        default="",
+        help="write each unit of work's seconds to PATH (tests/timings.json orders the units under xdist)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--write-timings")
+    if path and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
+        config.pluginmanager.register(TimingsRecorder(Path(path)), "leakbed-timings")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # units longest first under xdist (on its workers dist reads "no"); a run without xdist keeps its order
+    if getattr(config, "workerinput", None) is not None:
+        schedule(items, read_timings())
 
 
 def tiny_config(*overrides: str) -> ExperimentConfig:
@@ -28,6 +54,55 @@ def tiny_config(*overrides: str) -> ExperimentConfig:
         "attack.mlp_epochs=50",
     ]
     return build_config({}, [*base, *overrides])
+
+
+class SharedRay:
+    """One real Ray head for this test process's in-process simulations, started on first use.
+
+    A simulation that joins a running head skips Ray's own start and stop (4.9 s of wall and about
+    3 CPU-seconds here, against 0.8 s), which is also the start-up that fails on a loaded machine.
+    The head has one CPU, so Flower's pool holds one ClientApp actor, as many as an xdist worker's
+    share of the 2 cores gives (a simulation's numbers do not depend on it: tests/integration/
+    test_fidelity.py checks one actor against two). Runs started as processes (``leakbed run``,
+    ``flwr run``, the start-up fault tests) still start their own Ray.
+    """
+
+    def __init__(self, logs: Path) -> None:
+        self.procs = Procs(logs)
+        self.root: Path | None = None
+        self.address = ""
+
+    def join(self) -> str:
+        if not self.address:
+            self.root = Path(tempfile.mkdtemp(prefix="lkray-", dir="/tmp"))  # Ray's socket paths must fit 107 bytes
+            self.address = ray_head(self.procs, self.root / "head", 1)
+        return self.address
+
+    def stop(self) -> None:
+        self.procs.stop_all()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``ray.init`` without an address joins this process's shared head (``SharedRay``); an explicit
+    address (the two-node cluster test) is kept."""
+    import ray
+
+    head, init = SharedRay(tmp_path_factory.mktemp("ray-head")), ray.init
+
+    def joined(*args: object, **kwargs: object) -> object:
+        kwargs.setdefault("address", head.join())
+        return init(*args, **kwargs)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ray, "init", joined)
+    try:
+        yield
+    finally:
+        patch.undo()
+        head.stop()
 
 
 @pytest.fixture(autouse=True)

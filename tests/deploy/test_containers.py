@@ -238,20 +238,24 @@ def check_dashboard(s: stack.Stack, at: float) -> None:
     assert not empty, "\n".join(empty)
 
 
-def test_tls_overlay_runs_with_authenticated_supernodes(engine: Engine, chosen: images.Images, tmp_path: Path) -> None:
-    s = _stack("leakbed-ct-tls", tls=True)
-    stack.down(engine, s)
-    try:
-        stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
-        reg = stack.run_compose(engine, s, "logs", "--no-color", "register-supernodes", check=False).stdout
-        assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
-        submit(engine, s, "tls")
-        metrics = fetch_run(engine, s, "tls", tmp_path / "tls")
-        assert metrics["pool"]["tapped"] == metrics["pool"]["analysed"] == SUPERNODES * ROUNDS
-        assert metrics["attack_side"]["remote_workers"] is True
-    finally:
-        left = stack.down(engine, s)
-    assert left == [], left
+class TestTLSOverlay:
+    """Its own stack, so a class: xdist runs it beside the plain stack's tests, on another worker
+    (tests/schedule.py); the images are built once, under leakbed's build lock."""
+
+    def test_tls_overlay_runs_with_authenticated_supernodes(self, engine: Engine, chosen: images.Images, tmp_path: Path) -> None:
+        s = _stack("leakbed-ct-tls", tls=True)
+        stack.down(engine, s)
+        try:
+            stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
+            reg = stack.run_compose(engine, s, "logs", "--no-color", "register-supernodes", check=False).stdout
+            assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
+            submit(engine, s, "tls")
+            metrics = fetch_run(engine, s, "tls", tmp_path / "tls")
+            assert metrics["pool"]["tapped"] == metrics["pool"]["analysed"] == SUPERNODES * ROUNDS
+            assert metrics["attack_side"]["remote_workers"] is True
+        finally:
+            left = stack.down(engine, s)
+        assert left == [], left
 
 
 def test_down_leaves_nothing_behind(engine: Engine, plain: stack.Stack) -> None:

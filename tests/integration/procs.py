@@ -188,6 +188,42 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, procs: Proc
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{procs.tails() if procs else ''}")
 
 
+RAY_START_SECONDS = 180.0  # a loaded 2-core machine can take a minute per Ray node
+
+
+def ray_start(procs: Procs, name: str, temp_dir: Path, cpus: float, *args: str) -> None:
+    """One real ``ray start --block`` node (its processes end with it): ``cpus`` CPUs, a small object
+    store, its own temp dir and agent ports, so other Ray instances on the machine are left alone."""
+    agent_http, agent_grpc, runtime_env, metrics = free_ports(4)
+    argv = [
+        str(VENV_BIN / "ray"),
+        "start",
+        "--block",
+        f"--num-cpus={cpus:g}",
+        f"--temp-dir={temp_dir}",
+        "--object-store-memory=100000000",
+        f"--dashboard-agent-listen-port={agent_http}",
+        f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--runtime-env-agent-port={runtime_env}",
+        f"--metrics-export-port={metrics}",
+        "--disable-usage-stats",
+        *args,
+    ]
+    procs.start(name, argv, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+
+
+def ray_head(procs: Procs, temp_dir: Path, cpus: float) -> str:
+    """A real Ray head on 127.0.0.1 (``ray_start``); returns its GCS address once it answers."""
+    from leakbed.cluster import ray_head_problem
+
+    gcs, dash, client = free_ports(3)
+    address = f"127.0.0.1:{gcs}"
+    head = [f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--dashboard-port={dash}"]
+    ray_start(procs, "ray-head", temp_dir, cpus, "--head", *head, f"--ray-client-server-port={client}")
+    wait_until(lambda: ray_head_problem(address) is None, RAY_START_SECONDS, "the Ray head's GCS", procs, interval=1.0)
+    return address
+
+
 def http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1.0) as r:

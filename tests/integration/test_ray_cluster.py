@@ -12,7 +12,6 @@ nothing with the cluster's temp dir in its command line is left.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -20,31 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.procs import VENV_BIN, Procs, find_pids, free_ports, wait_until
+from tests.integration.procs import RAY_START_SECONDS, Procs, find_pids, ray_head, ray_start, wait_until
 
 pytestmark = pytest.mark.slow
-
-START_SECONDS = 180.0  # a loaded 2-core machine can take a minute per Ray node
-
-
-def _ray_start(procs: Procs, name: str, temp_dir: Path, ports: list[int], *args: str) -> None:
-    """One ``ray start --block`` node (its processes end with it), small object store, own ports."""
-    agent_http, agent_grpc, runtime_env, metrics = ports
-    argv = [
-        str(VENV_BIN / "ray"),
-        "start",
-        "--block",
-        "--num-cpus=1",
-        f"--temp-dir={temp_dir}",
-        "--object-store-memory=100000000",
-        f"--dashboard-agent-listen-port={agent_http}",
-        f"--dashboard-agent-grpc-port={agent_grpc}",
-        f"--runtime-env-agent-port={runtime_env}",
-        f"--metrics-export-port={metrics}",
-        "--disable-usage-stats",
-        *args,
-    ]
-    procs.start(name, argv, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
 
 
 def _alive_nodes(address: str) -> dict[str, dict]:
@@ -74,42 +51,19 @@ def _client_actor_nodes(address: str) -> list[str]:
 @pytest.fixture
 def two_node_cluster(tmp_path: Path):
     """A head and a second node on 127.0.0.1; yields the head's GCS address and both node ids."""
-    from leakbed.cluster import ray_head_problem
-
     root = Path(tempfile.mkdtemp(prefix="lkray-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     procs = Procs(tmp_path / "logs")
-    gcs, dash, client, *agent_ports = free_ports(11)
-    address = f"127.0.0.1:{gcs}"
     try:
-        _ray_start(
-            procs,
-            "ray-head",
-            root / "head",
-            agent_ports[:4],
-            "--head",
-            f"--port={gcs}",
-            "--node-ip-address=127.0.0.1",
-            "--include-dashboard=false",
-            f"--dashboard-port={dash}",
-            f"--ray-client-server-port={client}",
-        )
-        wait_until(lambda: ray_head_problem(address) is None, START_SECONDS, "the Ray head's GCS", procs, interval=1.0)
-        _ray_start(
-            procs,
-            "ray-node2",
-            root / "node2",
-            agent_ports[4:8],
-            f"--address={address}",
-            "--node-ip-address=127.0.0.1",
-            '--resources={"node2": 1}',
-        )
+        address = ray_head(procs, root / "head", 1)
+        node2 = [f"--address={address}", "--node-ip-address=127.0.0.1", '--resources={"node2": 1}']
+        ray_start(procs, "ray-node2", root / "node2", 1, *node2)
         nodes: dict[str, dict] = {}
 
         def both_up() -> bool:
             nodes.update(_alive_nodes(address))
             return len(nodes) == 2
 
-        wait_until(both_up, START_SECONDS, "the second Ray node to join", procs, interval=2.0)
+        wait_until(both_up, RAY_START_SECONDS, "the second Ray node to join", procs, interval=2.0)
         yield address, nodes
     finally:
         procs.stop_all()
