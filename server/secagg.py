@@ -63,12 +63,15 @@ class CuriousSecAggFedAvg(FedAvg):
         self._train_config = train_config
         self._full = full
         self._global: dict[str, np.ndarray] = {}
+        self._dtypes: list[np.dtype] = []
         self.rounds: dict[int, dict] = {}
 
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        self._global = dict(zip(self._names, parameters_to_ndarrays(parameters), strict=True))
+        arrays = parameters_to_ndarrays(parameters)
+        self._dtypes = self._dtypes or [a.dtype for a in arrays]  # round 1 gets the model's own arrays
+        self._global = dict(zip(self._names, arrays, strict=True))
         need = self.min_available_clients  # the legacy sampler would wait a day for them: round 1 waits fl.startup_timeout
         if server_round == 1 and not client_manager.wait_for(need, timeout=self._startup_timeout):  # type: ignore[arg-type]
             raise StartupTimeout(
@@ -107,7 +110,16 @@ class CuriousSecAggFedAvg(FedAvg):
             self._pool.submit_updates(
                 [AnonymousUpdate(update_id, server_round, delta_vector(self._global, mean, self._keys), n, full)]
             )
-        return super().aggregate_fit(server_round, results, failures)
+        aggregate, metrics = super().aggregate_fit(server_round, results, failures)
+        return self._in_model_dtypes(aggregate), metrics
+
+    def _in_model_dtypes(self, parameters: Parameters | None) -> Parameters | None:
+        """SecAgg+ dequantizes to float64; the next global model keeps the model's dtypes, so that the
+        devices and the attack side (which loads it into the model) get what plain FedAvg gives them."""
+        if parameters is None or not self._dtypes:
+            return parameters
+        arrays = parameters_to_ndarrays(parameters)
+        return ndarrays_to_parameters([a.astype(d, copy=False) for a, d in zip(arrays, self._dtypes, strict=True)])
 
 
 def run_secagg_federation(
