@@ -16,6 +16,8 @@ images of the paired ones; it never sees who sent an update.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from attacks.knowledge import AttackerKnowledge
@@ -54,7 +56,7 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
         same = np.r_[np.ones(half), np.zeros(half)].astype(np.float32)
         return i, j, same
 
-    build = lambda: Siamese(x.shape[1], phi.shape[1], shared=False)  # noqa: E731 - seeded and built by train
+    build = partial(Siamese, x.shape[1], phi.shape[1], shared=False)  # built by train, after seeding
     model = train(build, x, phi, draw, knowledge.attack.matching, knowledge.seed)
     anon = store.read_anon()
     store.write_result(

@@ -21,6 +21,7 @@ falls to chance on the IID control).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -123,8 +124,8 @@ def pair_scores(
 
 def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: MatchingConfig, seed: int) -> Siamese:
     """A Siamese network trained on labelled update vectors (identities of shadow updates)."""
-    draw = lambda rng: balanced_pairs(labels, cfg.pairs, rng)  # noqa: E731
-    return train(lambda: Siamese(vectors.shape[1]), vectors, vectors, draw, cfg, seed)
+    draw = partial(balanced_pairs, labels, cfg.pairs)
+    return train(partial(Siamese, vectors.shape[1]), vectors, vectors, draw, cfg, seed)
 
 
 def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching") -> None:

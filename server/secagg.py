@@ -116,7 +116,7 @@ class CuriousSecAggFedAvg(FedAvg):
     def _in_model_dtypes(self, parameters: Parameters | None) -> Parameters | None:
         """SecAgg+ dequantizes to float64; the next global model keeps the model's dtypes, so that the
         devices and the attack side (which loads it into the model) get what plain FedAvg gives them."""
-        if parameters is None or not self._dtypes:
+        if parameters is None:  # no replies this round
             return parameters
         arrays = parameters_to_ndarrays(parameters)
         return ndarrays_to_parameters([a.astype(d, copy=False) for a, d in zip(arrays, self._dtypes, strict=True)])
