@@ -8,11 +8,14 @@ by update id (at-least-once delivery, exactly-once filing). In simulation the po
 workers as local processes (``python -m attacks.worker``) and a supervisor restarts any that
 dies; in deployment it connects to the configured worker addresses.
 
-Transport security: given a CA certificate (``tls_root_cert``, ``attack.tls_root_cert``), the
-channels to remote workers are TLS channels that verify each worker's certificate against that CA
-(the worker serves with ``--ssl-certfile``/``--ssl-keyfile``), so rounds and updates never cross the
-network in plaintext in a TLS deployment. Locally spawned workers (simulation) stay plaintext: they
-listen on 127.0.0.1 of the same host, jailed, and nothing of their traffic leaves the machine.
+Transport: a local worker serves on a Unix socket in a private folder (``attacks.worker_process``),
+sandboxed (``attacks.sandbox``) unless the run switched that off; no TCP port is opened on the host.
+Remote workers are reached over TCP with mutual TLS when the run names its CA and the pool's own
+certificate (``attacks.tls``), so only this pool can submit to them and nothing crosses the
+network in plaintext. A worker that dies while running a task gets the task redelivered once; a
+task that kills a second worker fails with the cause of death (a signal, the OOM killer, a limit).
+The pool exports the workers' task metrics (``leakbed_worker_*``) from their acknowledgements, so
+workers need no network endpoint of their own.
 
 Every tapped update is analysed, dropped (queue full) or failed (task error, or no worker took it
 within the retry window), so ``tapped == analysed + dropped + failed`` always holds and is reported.
@@ -21,10 +24,7 @@ within the retry window), so ``tapped == analysed + dropped + failed`` always ho
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -34,13 +34,15 @@ from pathlib import Path
 
 import grpc
 
-from attacks import jail as jailed
 from attacks import transport
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
+from attacks.sandbox import Limits
+from attacks.tls import TlsFiles, channel_credentials
 from attacks.transport import pb, pb_grpc
+from attacks.worker_process import WorkerProcess
+from core import telemetry
 from core.layout import check_run_id
-from core.processes import alive, descendants, free_port
 
 log = logging.getLogger(__name__)
 # One task may legitimately take long (shadow training of a big model for many known users, an MLP
@@ -92,81 +94,7 @@ class _Task:
     name: str = ""  # fit: the attack
     partial: bool = False  # fit: an interim score during training
     first_tried: float = 0.0
-
-
-# What util-linux's ``unshare --fork`` (2.38) prints, exiting 1, when its child was SIGKILLed (measured)
-UNSHARE_SIGNALLED = "sigprocmask unblock failed"
-
-
-class _LocalWorker:
-    """A worker process this pool spawned and restarts; always on the same port. Jailed
-    (``attacks.jail``), it sees the store root and nothing else of the run."""
-
-    def __init__(self, index: int, store_root: Path, metrics_port: int, jail: bool, warm: bool = False) -> None:
-        self.index = index
-        self.port = free_port()
-        worker = ["-m", "attacks.worker", "--port", str(self.port), "--store", str(store_root)]
-        if warm:
-            worker.append("--warm")
-        if metrics_port:
-            worker += ["--metrics-port", str(metrics_port)]
-        self.jail = jail
-        if jail:  # the jail's unshare dies with this process, and takes the worker along
-            self.argv = jailed.jailed(worker, store_root)
-        else:
-            self.argv = [sys.executable, *worker, "--parent-pid", str(os.getpid())]
-        self.log_path = store_root / "workers" / f"worker-{index}.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.restarts = 0
-        self.proc = self._spawn()
-
-    def _spawn(self) -> subprocess.Popen:
-        with self.log_path.open("ab") as out:
-            return subprocess.Popen(
-                self.argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=jailed.die_with_parent if self.jail else None,  # noqa: PLW1509 - prctl only
-            )
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def last_words(self) -> str:
-        """The last line the worker wrote, so a crash says why in the pool's errors and report."""
-        try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        fatal = [line for line in lines if line.startswith("Fatal Python error")]  # faulthandler: died of a signal
-        words = " / ".join(dict.fromkeys([*fatal[-1:], *lines[-1:]]))[-300:]
-        if self.jail and UNSHARE_SIGNALLED in words and not fatal:
-            words += " = the jailed worker was killed by a signal it cannot catch, SIGKILL (the OOM killer, or a kill)"
-        return words
-
-    def restart(self) -> None:
-        self.restarts += 1
-        self.proc = self._spawn()
-
-    def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        if self.jail:  # unshare ignores SIGTERM; killing it kills the worker too (--kill-child)
-            inner = descendants(self.proc.pid)
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-            deadline = time.monotonic() + 10
-            while any(alive(p) for p in inner) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+    deaths: int = 0  # local workers that died while running it
 
 
 class AttackPool:
@@ -183,11 +111,12 @@ class AttackPool:
         addresses: Sequence[str] = (),
         retry_seconds: float = 120.0,
         run_id: str = "",
-        metrics_port_base: int = 0,
         on_fit: FitCallback | None = None,
-        jail: bool = False,
-        tls_root_cert: str = "",
+        sandbox: Limits | None = None,
+        tls: TlsFiles | None = None,
         warm: bool = False,
+        cuda: bool = False,
+        log_dir: Path | None = None,
     ) -> None:
         root = Path(store_root).resolve()
         run_id = check_run_id(run_id or uuid.uuid4().hex[:12])
@@ -205,24 +134,28 @@ class AttackPool:
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self.stats = PoolStats()
-        self.local: list[_LocalWorker] = []
+        self.local: list[WorkerProcess] = []
         if addresses:
             self.addresses = list(addresses)
         else:
-            ports = [metrics_port_base + i if metrics_port_base else 0 for i in range(workers)]
-            self.local = [_LocalWorker(i, root, ports[i], jail, warm) for i in range(workers)]
+            logs = log_dir or root.parent / f"{root.name}-logs"  # outside the store: no worker writes another's log
+            self.local = [
+                WorkerProcess(i, root, logs / f"worker-{i}.log", sandbox, warm=warm, cuda=cuda) for i in range(workers)
+            ]
             self.addresses = [w.address for w in self.local]
-        self.jailed = bool(self.local) and jail
+        self.sandboxed = bool(self.local) and sandbox is not None
         self._healthy = [False] * len(self.addresses)
         self._last_healthy = time.monotonic()
-        # TLS to remote workers when a CA is given; local workers (127.0.0.1, this host) stay plaintext
-        self.tls = bool(tls_root_cert) and not self.local
-        credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_root_cert).read_bytes()) if self.tls else None
+        # mutual TLS to workers on TCP when the run names its files; a Unix socket (a local worker, a worker
+        # container without network) is this machine's own channel
+        tcp = [not a.startswith("unix:") for a in self.addresses]
+        self.tls = tls is not None and any(tcp)
+        credentials = channel_credentials(tls) if self.tls and tls is not None else None
         self._channels = [
             grpc.secure_channel(a, credentials, options=transport.GRPC_OPTIONS)
-            if credentials is not None
+            if credentials is not None and over_tcp
             else grpc.insecure_channel(a, options=transport.GRPC_OPTIONS)
-            for a in self.addresses
+            for a, over_tcp in zip(self.addresses, tcp, strict=True)
         ]
         self._threads = [
             threading.Thread(target=self._dispatch, args=(i,), daemon=True, name=f"attack-dispatch-{i}")
@@ -277,15 +210,35 @@ class AttackPool:
             if task is None:
                 continue
             task.first_tried = task.first_tried or time.monotonic()
+            generation = self.local[slot].restarts if slot < len(self.local) else 0
             try:
                 ack = self._call(stub, task)
             except grpc.RpcError as err:
                 self._healthy[slot] = False
-                self._redeliver(task, f"{self.addresses[slot]}: {err.code().name}")
+                died = self._death_of(slot, generation)
+                if died:
+                    task.deaths += 1
+                    if task.deaths >= 2:
+                        self._fail(task, f"{task.kind} task killed a second attack worker: worker {slot} {died}")
+                        continue
+                self._redeliver(task, f"{self.addresses[slot]}: {err.code().name}{f' (worker {died})' if died else ''}")
                 continue
             self._healthy[slot] = True
             self._last_healthy = time.monotonic()
             self._acknowledge(task, ack, slot)
+
+    def _death_of(self, slot: int, generation: int) -> str:
+        """How local worker ``slot`` (as it was at restart count ``generation``) died during a call
+        ('' when it lives on, or is remote); the supervisor may have restarted it already."""
+        if slot >= len(self.local):
+            return ""
+        worker = self.local[slot]
+        if worker.restarts > generation:
+            return worker.last_death
+        deadline = time.monotonic() + 10.0  # the connection drops before the process is reaped (later under load)
+        while worker.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return worker.death() if worker.proc.poll() is not None else ""
 
     def _call(self, stub: pb_grpc.AttackServiceStub, task: _Task) -> pb.Ack:
         if task.kind == "round":
@@ -304,6 +257,10 @@ class AttackPool:
         self._retry.put(task)
 
     def _acknowledge(self, task: _Task, ack: pb.Ack, slot: int) -> None:
+        telemetry.WORKER_TASKS.labels(kind=task.kind, outcome="error" if ack.error else "ok").inc()
+        telemetry.WORKER_TASK_DURATION.labels(kind=task.kind).observe(ack.seconds)
+        telemetry.WORKER_UPDATES_STORED.inc(ack.stored)
+        telemetry.WORKER_DUPLICATES.inc(ack.duplicates)
         if ack.error:
             self._fail(task, ack.error)
             return
@@ -357,7 +314,7 @@ class AttackPool:
                     continue
                 if w.restarts >= MAX_RESTARTS:
                     continue
-                why = w.last_words()
+                why = w.death()
                 with self._lock:
                     self.stats.worker_restarts += 1
                     self.stats.errors.append(f"attack worker {w.index} exited with code {code} ({why}); restarted")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attacks import breakout
 from attacks.knowledge import KNOWLEDGE_JSON, AttackerKnowledge
 from attacks.suite import AttackSpec, register
 from core.store import UpdateStore
@@ -193,9 +194,19 @@ def probe(store: UpdateStore, knowledge: AttackerKnowledge, *, cwd: Path | None 
     return out
 
 
+def breakout_probes(store: UpdateStore) -> dict[str, dict]:
+    """The harmless break-out probes (``attacks.breakout.HARMLESS``) from inside this worker: every TCP
+    port on loopback, addresses off the machine, capabilities, devices, /proc/sys, other processes."""
+    scratch = store.root / "redteam-scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    args = breakout.parser().parse_args(["--all-ports", "--scratch", str(scratch)])
+    return breakout.run(args, breakout.HARMLESS)
+
+
 def _fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
     (store.root / "results").mkdir(parents=True, exist_ok=True)
-    (store.root / "results" / f"{NAME}.json").write_text(json.dumps(probe(store, knowledge)))
+    found = {"probes": probe(store, knowledge), "breakout": breakout_probes(store)}
+    (store.root / "results" / f"{NAME}.json").write_text(json.dumps(found))
 
 
 register(AttackSpec(NAME, _fit))

@@ -1,11 +1,9 @@
 """An attack worker: a gRPC AttackService that computes shadow updates, files anonymous updates
 and fits attackers, off the FL critical path.
 
-The same process serves the simulation (the pool spawns it locally) and deployment
-(``leakbed attack-worker --port P --store DIR``). It sees only what ``attacks.records`` carries.
-With ``--ssl-certfile``/``--ssl-keyfile`` (the names of Flower's SuperLink flags) it serves over TLS,
-and the pool verifies its certificate against ``attack.tls_root_cert``; without them, plaintext
-(what the pool's locally spawned workers on 127.0.0.1 use).
+The same service runs where attack code runs: a worker the pool spawns serves it on a Unix socket
+inside the sandbox (``attacks.worker_process``); a remote worker (``leakbed attack-worker``,
+``attacks.remote``) serves it on TCP behind mutual TLS. It sees only what ``attacks.records`` carries.
 Delivery is at-least-once: a batch redelivered after a lost acknowledgement (a worker killed
 between writing and replying) is recognised by its update ids and not filed twice, even when
 another worker wrote it first, because every worker reads the same store.
@@ -35,7 +33,6 @@ from attacks.reidentify import fit_score
 from attacks.shadow import shadow_updates
 from attacks.suite import run_fit, run_round
 from attacks.transport import pb, pb_grpc
-from core import telemetry
 from core.layout import check_run_id
 from core.store import UpdateStore
 
@@ -124,13 +121,11 @@ class AttackService(pb_grpc.AttackServiceServicer):
             t0 = time.perf_counter()
             try:
                 stored, dups = work()
-                outcome, error = "ok", ""
+                error = ""
             except Exception as err:  # a failed task is acknowledged with its error, never lost
                 log.exception("%s task failed", kind)
-                stored, dups, outcome, error = 0, 0, "error", f"worker {os.getpid()}: {type(err).__name__}: {err}"
+                stored, dups, error = 0, 0, f"worker {os.getpid()}: {type(err).__name__}: {err}"
             seconds = time.perf_counter() - t0
-        telemetry.WORKER_TASKS.labels(kind=kind, outcome=outcome).inc()
-        telemetry.WORKER_TASK_DURATION.labels(kind=kind).observe(seconds)
         return pb.Ack(error=error, seconds=seconds, stored=stored, duplicates=dups, worker_pid=os.getpid())
 
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802 - gRPC method name
@@ -153,10 +148,7 @@ class AttackService(pb_grpc.AttackServiceServicer):
             if fresh:
                 _handle_updates(run.store, request.batch_id, fresh)
                 run.filed.update(u.update_id for u in fresh)
-            dups = len(updates) - len(fresh)
-            telemetry.WORKER_UPDATES_STORED.inc(len(fresh))
-            telemetry.WORKER_DUPLICATES.inc(dups)
-            return len(fresh), dups
+            return len(fresh), len(updates) - len(fresh)
 
         return self._serve("updates", work)
 
@@ -169,36 +161,21 @@ class AttackService(pb_grpc.AttackServiceServicer):
         return self._serve("fit", work)
 
 
-def read_tls(certfile: str | Path, keyfile: str | Path) -> tuple[bytes, bytes]:
-    """``(private key, certificate chain)`` PEM bytes for ``serve(..., tls=...)``; OSError if unreadable."""
-    return Path(keyfile).read_bytes(), Path(certfile).read_bytes()
-
-
 def serve(
-    port: int,
-    store_root: str | Path,
-    host: str = "127.0.0.1",
-    metrics_port: int = 0,
-    tls: tuple[bytes, bytes] | None = None,
-    warm: bool = False,
+    address: str, store_root: str | Path, *, credentials: grpc.ServerCredentials | None = None, warm: bool = False
 ) -> grpc.Server:
-    """Start the AttackService on ``host:port`` (and /metrics on ``metrics_port`` when > 0); over
-    TLS when ``tls`` = ``(private key, certificate chain)`` PEM bytes (``read_tls``), else plaintext.
-    With ``warm``, tasks wait until the service has loaded torch's lazy parts (``AttackService.warm``)."""
+    """Start the AttackService on ``address`` (``unix:PATH`` or ``host:port``), over ``credentials``
+    (``attacks.tls.server_credentials``: mutual TLS) when given, else plaintext. With ``warm``, tasks
+    wait until the service has loaded torch's lazy parts (``AttackService.warm``)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=transport.GRPC_OPTIONS)
     service = AttackService(store_root)
     pb_grpc.add_AttackServiceServicer_to_server(service, server)
-    if tls is None:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    else:
-        bound = server.add_secure_port(f"{host}:{port}", grpc.ssl_server_credentials([tls]))
+    bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+        raise OSError(f"cannot listen on {address}")
     server.start()
     if warm:  # Ping answers meanwhile, so the pool sees the worker ready and queues its tasks
         threading.Thread(target=service.warm, daemon=True, name="warm").start()
-    if metrics_port:
-        telemetry.start_http_server(metrics_port, host, registry=telemetry.WORKER_REGISTRY)
     return server
 
 
@@ -209,46 +186,26 @@ def _watch_parent(parent: int, stop: threading.Event) -> None:
             stop.set()
 
 
+def serve_until_stopped(server: grpc.Server, parent_pid: int = 0) -> None:
+    """Block until SIGTERM/SIGINT (or, with ``parent_pid``, until that process is gone), then stop."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if parent_pid:  # a pool killed without closing (SIGKILL, crash) must not leave its workers behind
+        threading.Thread(target=_watch_parent, args=(parent_pid, stop), daemon=True).start()
+    stop.wait()
+    server.stop(grace=5).wait()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m attacks.worker --port P --store DIR``: serve until SIGTERM/SIGINT."""
-    parser = argparse.ArgumentParser(prog="leakbed attack-worker", description="Serve the attack service over gRPC.")
-    parser.add_argument("--port", type=int, required=True, help="gRPC port [port]")
-    parser.add_argument("--store", required=True, help="root folder the run stores live under (shared with the server)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none [port]")
+    """``python -m attacks.worker --socket PATH --store DIR``: the worker a pool spawns (``attacks.worker_process``)."""
+    parser = argparse.ArgumentParser(prog="attacks.worker", description="Serve the attack service on a Unix socket.")
+    parser.add_argument("--socket", required=True, help="Unix socket path to serve on [path]")
+    parser.add_argument("--store", required=True, help="root folder the run stores live under [path]")
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process (the pool that spawned it) is gone")
-    parser.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM); needs --ssl-keyfile [path]")
-    parser.add_argument("--ssl-keyfile", help="private key (PEM) of --ssl-certfile [path]")
-    parser.add_argument("--jail", action="store_true", help="run in a jail seeing only --store (attacks/jail.py)")
-    parser.add_argument(
-        "--warm", action="store_true", help="load torch's lazy parts at start, not in the first task (about 1.7 s of CPU)"
-    )
+    parser.add_argument("--warm", action="store_true", help="load torch's lazy parts at start (about 1.7 s of CPU)")
     args = parser.parse_args(argv)
-    if not 1 <= args.port <= 65535 or not 0 <= args.metrics_port <= 65535:
-        parser.exit(2, "attack-worker: --port must be 1..65535 and --metrics-port 0..65535\n")
-    root = Path(args.store)
-    if not root.is_dir():
-        parser.exit(2, f"attack-worker: --store {root}: no such folder\n")
-    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
-        parser.exit(2, "attack-worker: give both --ssl-certfile and --ssl-keyfile (TLS) or neither (plaintext)\n")
-    tls = None
-    if args.ssl_certfile is not None:
-        try:
-            tls = read_tls(args.ssl_certfile, args.ssl_keyfile)
-        except OSError as err:
-            parser.exit(2, f"attack-worker: cannot read the TLS certificate or key: {err}\n")
-    if args.jail:  # the same worker, re-started inside the jail (it ends when its worker does)
-        from attacks import jail
-
-        if why := jail.available():
-            parser.exit(2, f"attack-worker: --jail: {why}\n")
-        rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--jail"]
-        files = [args.ssl_certfile, args.ssl_keyfile] if tls else []
-        command = jail.jailed(["-m", "attacks.worker", *rest], root, files)
-        os.execvp(command[0], command)
-
-    # a worker killed by a fatal signal (SIGSEGV, SIGBUS, SIGABRT...) leaves its Python stack in its log: in the
-    # jail, unshare only reports "sigprocmask unblock failed" and exit code 1 when its child dies of a signal
+    # a worker killed by a fatal signal (SIGSEGV, SIGBUS, SIGABRT...) leaves its Python stack in its log
     faulthandler.enable()
     import torch
     from threadpoolctl import threadpool_limits
@@ -256,21 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     threadpool_limits(1)  # one BLAS thread per worker: oversubscribed BLAS threads spin and stall the FL clients
     logging.basicConfig(level=logging.INFO, format="%(asctime)s attack-worker %(levelname)s %(message)s")
+    Path(args.socket).unlink(missing_ok=True)
     try:
-        server = serve(args.port, root, args.host, args.metrics_port, tls, warm=args.warm)
+        server = serve(f"unix:{args.socket}", args.store, warm=args.warm)
     except OSError as err:
         print(f"attack-worker: {err}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    if args.parent_pid:  # a pool killed without closing (SIGKILL, crash) must not leave its workers behind
-        threading.Thread(target=_watch_parent, args=(args.parent_pid, stop), daemon=True).start()
-    log.info(
-        "listening on %s:%d (%s, store root %s, pid %d)", args.host, args.port, "TLS" if tls else "plaintext", root, os.getpid()
-    )
-    stop.wait()
-    server.stop(grace=5).wait()
+    log.info("listening on unix:%s (store root %s, uid %d, pid %d)", args.socket, args.store, os.getuid(), os.getpid())
+    serve_until_stopped(server, args.parent_pid)
     return 0
 
 

@@ -27,6 +27,7 @@ ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", 
 
 
 _HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
+_UNIX_SOCKET = re.compile(r"unix:/[A-Za-z0-9._/\-]{1,106}")
 
 
 def _distinct(items: list) -> list:
@@ -42,10 +43,10 @@ def _attack_names(names: list[str]) -> list[str]:
     return names
 
 
-def _host_ports(addresses: list[str]) -> list[str]:
-    bad = [a for a in addresses if not _HOST_PORT.fullmatch(a)]
+def _worker_addresses(addresses: list[str]) -> list[str]:
+    bad = [a for a in addresses if not (_HOST_PORT.fullmatch(a) or _UNIX_SOCKET.fullmatch(a))]
     if bad:
-        raise ValueError(f"{bad[0]!r} is not host:port")
+        raise ValueError(f"{bad[0]!r} is not host:port or unix:/absolute/path")
     return addresses
 
 
@@ -329,6 +330,18 @@ class AttributesConfig(Section):
     epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
 
 
+class SandboxLimitsConfig(Section):
+    """Resource limits of each sandboxed attack worker (``attacks.sandbox``), so that one attack module
+    cannot starve the federation."""
+
+    memory: int = Field(8192, ge=256, le=1_048_576, description="heap and anonymous memory, RLIMIT_DATA (not GPU memory) [MiB]")
+    processes: int = Field(
+        1024, ge=64, le=1_048_576, description="processes and threads of the sandbox user, RLIMIT_NPROC [count]"
+    )
+    file_size: int = Field(16384, ge=1, le=16_777_216, description="largest file a worker may write, RLIMIT_FSIZE [MiB]")
+    tmp: int = Field(1024, ge=16, le=1_048_576, description="size of its private /tmp and of its /dev/shm, each [MiB]")
+
+
 class AttackConfig(Section):
     """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
 
@@ -343,25 +356,29 @@ class AttackConfig(Section):
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
     knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
-    worker_addresses: Annotated[list[str], AfterValidator(_host_ports)] = Field(
+    worker_addresses: Annotated[list[str], AfterValidator(_worker_addresses)] = Field(
         [],
         max_length=64,
-        description="host:port of running attack workers (deployment); empty = spawn `workers` local ones [addresses]",
+        description="running attack workers (deployment): host:port (mutual TLS with tls_*) or unix:/path of a socket "
+        "(a worker container without network); empty = spawn `workers` local, sandboxed ones [addresses]",
     )
     tls_root_cert: str = Field(
         "",
         max_length=4096,
-        description="CA certificate (PEM) the pool verifies remote attack workers (worker_addresses) against over TLS; "
-        "empty = plaintext gRPC; locally spawned workers stay plaintext on 127.0.0.1 [path]",
+        description="the run's CA (PEM): the pool verifies remote attack workers (worker_addresses) against it and "
+        "presents tls_cert, signed by it (mutual TLS); empty = plaintext gRPC; local workers use Unix sockets [path]",
     )
+    tls_cert: str = Field("", max_length=4096, description="the pool's client certificate (PEM), with tls_root_cert [path]")
+    tls_key: str = Field("", max_length=4096, description="the private key (PEM) of tls_cert [path]")
     retry_seconds: float = Field(
         120.0, gt=0.0, le=86_400.0, description="redeliver a task to other workers this long before counting it failed [s]"
     )
     sandbox: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="jail locally spawned attack workers (attacks/jail.py: own mount and PID namespaces seeing only the "
-        "attack store): auto = where Linux namespaces allow, on = refuse to run without, off = never [mode]",
+        description="run locally spawned attack workers in the bubblewrap sandbox (attacks/sandbox.py): auto = where it "
+        "can start (else unsandboxed, and the report and metrics say so first), on = refuse to run without, off = never [mode]",
     )
+    limits: SandboxLimitsConfig = SandboxLimitsConfig()
     score_every: int = Field(
         0, ge=0, le=100_000, description="score the attackers on what has arrived every N rounds; 0 = only at the end [rounds]"
     )
@@ -383,17 +400,21 @@ class AttackConfig(Section):
     dlg: DLGConfig = DLGConfig()
     inverting_gradients: InvertingGradientsConfig = InvertingGradientsConfig()
 
+    @model_validator(mode="after")
+    def _mutual_tls(self) -> AttackConfig:
+        given = [bool(self.tls_root_cert), bool(self.tls_cert), bool(self.tls_key)]
+        if any(given) and not all(given):
+            raise ValueError("tls_root_cert, tls_cert and tls_key go together (mutual TLS with the remote workers)")
+        return self
+
 
 class TelemetryConfig(Section):
-    """Prometheus metrics of the ServerApp and the attack workers (names in ``core.telemetry``)."""
+    """Prometheus metrics of the ServerApp, the attack workers' included (names in ``core.telemetry``)."""
 
     port: int = Field(0, ge=0, le=65_535, description="ServerApp /metrics port; 0 = no endpoint [port]")
-    host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address the /metrics endpoints listen on [host]")
+    host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address the /metrics endpoint listens on [host]")
     hold_seconds: float = Field(
         0.0, ge=0.0, le=86_400.0, description="keep /metrics up this long after the run so a last scrape sees the end values [s]"
-    )
-    worker_port: int = Field(
-        0, ge=0, le=65_535, description="/metrics of the first locally spawned attack worker, the next on +1...; 0 = none [port]"
     )
 
 

@@ -3,8 +3,8 @@
 A run folder holds three separately owned trees:
 
 * ``attack-store/<rule>/``: the attack side's whole world (anonymous updates, global models, its
-  knowledge and outputs). Attack workers are given this root and nothing else (a jail of their
-  own locally, a volume of their own in containers).
+  knowledge and outputs). Attack workers are given this root and nothing else (a sandbox of
+  their own locally, a volume of their own in containers).
 * ``referee/<rule>/``: the sealed truth; written by the shuffler, read by the referee only. It is
   neither inside, beside (a sibling) nor above the store root.
 * ``<rule>/`` and the top level: the frozen config, scored metrics, report and figures.

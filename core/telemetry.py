@@ -1,4 +1,4 @@
-"""The Prometheus metric catalogue: every metric the ServerApp and the attack workers export.
+"""The Prometheus metric catalogue: every metric the ServerApp exports, the attack workers' included.
 
 Defined once, here, so exporters and the Grafana dashboard agree on names. Naming follows
 Prometheus conventions (``leakbed_`` prefix, base units, ``_total`` counters). Labels are bounded
@@ -21,7 +21,6 @@ from prometheus_client.metrics import MetricWrapperBase
 M = TypeVar("M", bound=MetricWrapperBase)
 
 SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
-WORKER_REGISTRY = CollectorRegistry(auto_describe=True)
 
 ATTACK_LABELS = ("attack", "defense", "world", "prior")
 # Rounds take seconds (tiny CNN on CPU) to many minutes (MobileNet, hundreds of clients).
@@ -51,6 +50,12 @@ def _server_histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histog
 
 
 # --- ServerApp -------------------------------------------------------------------------------
+# first in the exposition: whether the attack code of this run ran confined
+ATTACK_SANDBOXED = _server_gauge(
+    "leakbed_attack_sandboxed",
+    "1 when the attack code runs confined (local workers in the sandbox, or remote workers), 0 when it runs "
+    "unsandboxed beside the truth [bool].",
+)
 ROUND = _server_gauge("leakbed_round", "Last finished server round [round].")
 ROUNDS_PLANNED = _server_gauge("leakbed_rounds_planned", "Server rounds planned for the run [rounds].")
 RUN_FINISHED = _server_gauge("leakbed_run_finished", "1 once the FL run and the final attack scoring are done [bool].")
@@ -87,38 +92,30 @@ ATTACK_COUNT_ACCURACY = _server_gauge(
     ATTACK_LABELS,
 )
 
-# --- attack workers --------------------------------------------------------------------------
+# --- attack workers: counted by the pool from each worker's acknowledgement (a sandboxed worker has no network)
 WORKER_TASKS = Counter(
-    "leakbed_worker_tasks", "Tasks handled by this attack worker [tasks].", ("kind", "outcome"), registry=WORKER_REGISTRY
+    "leakbed_worker_tasks", "Tasks the attack workers handled [tasks].", ("kind", "outcome"), registry=SERVER_REGISTRY
 )
 WORKER_TASK_DURATION = Histogram(
     "leakbed_worker_task_duration_seconds",
     "Wall time of one attack task [s].",
     ("kind",),
     buckets=FAST_BUCKETS,
-    registry=WORKER_REGISTRY,
+    registry=SERVER_REGISTRY,
 )
 WORKER_UPDATES_STORED = Counter(
-    "leakbed_worker_updates_stored", "Anonymous updates written to the store by this worker [updates].", registry=WORKER_REGISTRY
+    "leakbed_worker_updates_stored", "Anonymous updates the attack workers filed [updates].", registry=SERVER_REGISTRY
 )
 WORKER_DUPLICATES = Counter(
     "leakbed_worker_duplicates",
     "Updates delivered again (at-least-once) and de-duplicated by update id [updates].",
-    registry=WORKER_REGISTRY,
+    registry=SERVER_REGISTRY,
 )
 
 
-def metric_names(registry: CollectorRegistry | None = None) -> list[str]:
-    """Every exported metric family name as written in PromQL (counters with ``_total``).
-
-    With no registry: the names of both registries (what the dashboard may reference).
-    """
-    registries = [registry] if registry is not None else [SERVER_REGISTRY, WORKER_REGISTRY]
-    names: list[str] = []
-    for reg in registries:
-        for family in reg.collect():
-            names.append(f"{family.name}_total" if family.type == "counter" else family.name)
-    return sorted(names)
+def metric_names(registry: CollectorRegistry = SERVER_REGISTRY) -> list[str]:
+    """Every exported metric family name as written in PromQL (counters with ``_total``): what the dashboard may reference."""
+    return sorted(f"{family.name}_total" if family.type == "counter" else family.name for family in registry.collect())
 
 
 def forget_prior(prior: str) -> None:

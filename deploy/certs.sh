@@ -12,6 +12,8 @@
 #                             --ssl-keyfile`), signed by the CA, for localhost, 127.0.0.1 and the
 #                             compose names attack-worker-0 .. attack-worker-<W-1>, W =
 #                             $LEAKBED_CERT_WORKERS (default 8); the pool checks it against ca.crt
+#   pool.pem, pool.key        the ServerApp pool's client certificate (attack.tls_cert / tls_key),
+#                             signed by the CA: the workers (--ssl-ca-certfile) serve no client without one
 #   node-<i>, node-<i>.pub    one ECDSA key pair per SuperNode (i = 0..N-1), made with ssh-keygen
 #                             as in Flower's docs: the .pub is registered with
 #                             `flwr supernode register`, the private key goes to the SuperNode's
@@ -61,7 +63,14 @@ if [ ! -s worker.pem ] || [ ! -s worker.key ]; then
     -extfile worker.ext -out worker.pem 2>/dev/null
   rm -f worker.csr worker.ext ca.srl
 fi
-openssl verify -CAfile ca.crt server.pem worker.pem >/dev/null
+if [ ! -s pool.pem ] || [ ! -s pool.key ]; then
+  openssl req -newkey rsa:3072 -sha256 -nodes -subj "/CN=leakbed attack pool" -keyout pool.key -out pool.csr 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > pool.ext
+  openssl x509 -req -sha256 -days 730 -in pool.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+    -extfile pool.ext -out pool.pem 2>/dev/null
+  rm -f pool.csr pool.ext ca.srl
+fi
+openssl verify -CAfile ca.crt server.pem worker.pem pool.pem >/dev/null
 
 i=0
 while [ "$i" -lt "$n" ]; do
@@ -71,5 +80,5 @@ while [ "$i" -lt "$n" ]; do
   i=$((i + 1))
 done
 # certificates and public keys are readable by the containers' user (uid 49999); private keys stay 0600
-chmod 644 ca.crt server.pem worker.pem node-*.pub 2>/dev/null || true
-echo "certs.sh: CA, SuperLink and attack-worker certificates and $n SuperNode key pairs in $(pwd)"
+chmod 644 ca.crt server.pem worker.pem pool.pem node-*.pub 2>/dev/null || true
+echo "certs.sh: CA, SuperLink, attack-worker and pool certificates and $n SuperNode key pairs in $(pwd)"

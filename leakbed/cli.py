@@ -38,12 +38,14 @@ def preflight(cfg: ExperimentConfig) -> None:
     from defenses.compat import check_defenses
     from leakbed.cluster import check_ray_address
     from leakbed.registry import check_needs, check_suite
-    from server.run_parts import use_jail
+    from server.run_parts import sandbox_limits, tls_files
 
     check_suite(cfg)
-    _check_tls_root_cert(cfg)
+    if cfg.attack.worker_addresses:
+        tls_files(cfg.attack)  # the pool's mutual-TLS files: a missing one is refused now, not when the pool starts
     check_ray_address(cfg)  # simulation.ray_address: a cluster that does not answer stops here, not in Ray's retries
-    use_jail(cfg.attack.sandbox)  # attack.sandbox = 'on' where no jail can start: refused now, not mid-run
+    if not cfg.attack.worker_addresses:
+        sandbox_limits(cfg.attack)  # attack.sandbox = 'on' where no sandbox can start: refused now, not mid-run
     for rule in cfg.split.priors:
         fed = federation(cfg, rule)
         check_needs(cfg, fed)
@@ -52,14 +54,6 @@ def preflight(cfg: ExperimentConfig) -> None:
         check_defenses(cfg, fed.corpus, model)
         check_adversary(cfg, fed)
         check_property_setup(cfg, {u: fed.private(i) for i, u in enumerate(fed.user_ids)}, list(model.state_dict()))
-
-
-def _check_tls_root_cert(cfg: ExperimentConfig) -> None:
-    """The attack workers' CA, read by the pool of a run started here: only with remote workers
-    (local ones stay plaintext); a ServerApp in a container checks its own path when it starts the pool."""
-    a = cfg.attack
-    if a.worker_addresses and a.tls_root_cert and not Path(a.tls_root_cert).is_file():
-        raise ConfigError(f"attack.tls_root_cert = {a.tls_root_cert!r}: no such file (the CA of the attack workers' certificate)")
 
 
 def _ray_set(args: argparse.Namespace) -> list[str]:
@@ -196,14 +190,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_attack_worker(args: argparse.Namespace) -> int:
-    from attacks.worker import main as worker_main
+    from attacks.remote import run
 
-    argv = ["--port", str(args.port), "--store", args.store, "--host", args.host, "--metrics-port", str(args.metrics_port)]
-    for flag, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
-        if path is not None:
-            argv += [flag, path]
-    flags = [f for f, on in (("--jail", args.jail), ("--warm", args.warm)) if on]
-    return worker_main([*argv, *flags])
+    return run(args)
+
+
+def cmd_sandbox_run(args: argparse.Namespace) -> int:
+    """Run a program in exactly the sandbox an attack worker gets; its exit code and output pass through."""
+    from attacks import sandbox
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        if not command:
+            raise ValueError("no command: leakbed sandbox-run --store DIR -- CMD [ARGS...]")
+        store = sandbox.check_store(args.store)
+        if why := sandbox.available():
+            raise ValueError(f"no sandbox can start here: {why}")
+        limits = sandbox.Limits(memory_mb=args.memory_mb, processes=args.processes, file_size_mb=args.file_size_mb)
+        if not 64 <= limits.memory_mb <= 1 << 20 or not 16 <= limits.processes <= 1 << 20 or not 1 <= limits.file_size_mb:
+            raise ValueError("--memory-mb must be 64..1048576, --processes 16..1048576, --file-size-mb at least 1")
+    except ValueError as err:
+        return _fail(str(err))
+    proc = sandbox.Sandbox(store, limits).popen(command)
+    return proc.wait()
 
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
@@ -338,16 +347,18 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
     w.add_argument("--ray-address", metavar="HOST:PORT", help=RAY_ADDRESS_HELP)
     w.set_defaults(fn=cmd_sweep)
-    a = sub.add_parser("attack-worker", help="serve the attack service over gRPC (one worker of the pool)")
-    a.add_argument("--port", type=int, required=True, help="gRPC port")
-    a.add_argument("--store", required=True, help="root folder of the run stores (shared with the ServerApp)")
-    a.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    a.add_argument("--metrics-port", type=int, default=0, help="Prometheus /metrics port, 0 = none")
-    a.add_argument("--ssl-certfile", help="serve over TLS with this certificate (PEM; with --ssl-keyfile)")
-    a.add_argument("--ssl-keyfile", help="the certificate's private key (PEM; with --ssl-certfile)")
-    a.add_argument("--jail", action="store_true", help="run jailed: own mount and PID namespaces seeing only --store")
-    a.add_argument("--warm", action="store_true", help="load torch's lazy parts at start, before the first task needs them")
+    from attacks.remote import add_arguments as worker_arguments
+
+    a = sub.add_parser("attack-worker", help="a remote attack worker: mutual TLS on TCP, the attack code in the sandbox")
+    worker_arguments(a)
     a.set_defaults(fn=cmd_attack_worker)
+    b = sub.add_parser("sandbox-run", help="run a program in exactly the sandbox an attack worker gets, over a store folder")
+    b.add_argument("--store", required=True, help="the store folder: read-write at its own path, the working directory")
+    b.add_argument("--memory-mb", type=int, default=8192, help="RLIMIT_DATA [MiB] (default 8192, as attack.limits.memory)")
+    b.add_argument("--processes", type=int, default=1024, help="RLIMIT_NPROC of the sandbox user (default 1024)")
+    b.add_argument("--file-size-mb", type=int, default=16384, help="RLIMIT_FSIZE [MiB] (default 16384)")
+    b.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    b.set_defaults(fn=cmd_sandbox_run)
     d = sub.add_parser("deploy-local", help="TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes")
     d.add_argument("config", nargs="?", help="experiment TOML (default: built-in defaults)")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")

@@ -4,15 +4,19 @@ Compose has no per-replica index, and every SuperNode needs its own ``partition-
 so the per-device services are written out one by one from the templates in
 ``deploy/templates/`` (``__I__`` = index, ``__N__`` = SuperNodes, ``__PORT__`` = the SuperNode's
 runtime port, ``__W__`` = workers). The committed ``docker-compose.yml``, its overlays
-``deploy/compose.tls.yml`` and ``deploy/compose.gpu.yml`` and ``deploy/prometheus/prometheus.yml``
-are the rendering for the defaults; a test checks they equal a fresh one.
+``deploy/compose.tls.yml`` and ``deploy/compose.gpu.yml``, ``deploy/prometheus/prometheus.yml`` and
+the attack workers' seccomp profile ``deploy/seccomp/attack-worker.json`` (``attacks.seccomp``) are
+the rendering for the defaults; a test checks they equal a fresh one.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
+
+from attacks.seccomp import oci_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "deploy" / "templates"
@@ -21,10 +25,8 @@ DEFAULT_WORKERS = 2
 MAX_SUPERNODES = 1000
 MAX_WORKERS = 64
 RUNTIME_PORT = 9094  # SuperNode i serves its runtime API on RUNTIME_PORT + i
-WORKER_PORT = 9500
-WORKER_METRICS_PORT = 9501
 SERVER_METRICS_PORT = 9400
-TLS_ROOT_CERT = "/run/secrets/ca.crt"  # the CA in the serverapp container (TLS overlay): attack.tls_root_cert
+WORKER_SOCKETS = "/run/attack-workers"  # in the serverapp container: worker i's socket volume at WORKER_SOCKETS/i
 
 # file name (relative to the repository root) -> what it is
 FILES = {
@@ -32,6 +34,7 @@ FILES = {
     "deploy/compose.tls.yml": "tls",
     "deploy/compose.gpu.yml": "gpu",
     "deploy/prometheus/prometheus.yml": "prometheus",
+    "deploy/seccomp/attack-worker.json": "seccomp",
 }
 
 
@@ -42,9 +45,9 @@ class ComposeError(ValueError):
 def _header(kind: str, supernodes: int, workers: int) -> str:
     what = {
         "base": "SuperLink, ServerApp SuperExec, a SuperNode + ClientApp SuperExec per user, attack workers, Prometheus, Grafana",
-        "tls": "overlay: TLS on the SuperLink and attack workers (certificates from deploy/certs.sh), SuperNode authentication",
+        "tls": "overlay: TLS on the SuperLink (certificates from deploy/certs.sh), SuperNode authentication",
         "gpu": "overlay: the ClientApp SuperExecs on a CUDA image with a GPU reservation",
-        "prometheus": "Prometheus scrape config: the ServerApp's and every attack worker's /metrics",
+        "prometheus": "Prometheus scrape config: the ServerApp's /metrics (the attack workers' counted by its pool)",
     }[kind]
     return (
         f"# {what}.\n"
@@ -77,15 +80,18 @@ def _per_device(template: str, supernodes: int, workers: int) -> dict:
 
 
 def worker_addresses(workers: int) -> list[str]:
-    """The ``attack.worker_addresses`` of the ServerApp inside the compose network."""
-    return [f"attack-worker-{w}:{WORKER_PORT}" for w in range(workers)]
+    """The ``attack.worker_addresses`` of the ServerApp: each worker's Unix socket on its volume."""
+    return [f"unix:{WORKER_SOCKETS}/{w}/worker.sock" for w in range(workers)]
 
 
 def render_base(supernodes: int, workers: int) -> dict:
     doc = _load("base.yml", N=supernodes, W=workers)
     services = doc["services"]
     for w in range(workers):
-        services.update(_load("attack-worker.yml", I=w, N=supernodes, W=workers)["services"])
+        worker = _load("attack-worker.yml", I=w, N=supernodes, W=workers)
+        services.update(worker["services"])
+        doc["volumes"].update(worker["volumes"])
+        services["serverapp"]["volumes"].append(f"attack-worker-{w}-socket:{WORKER_SOCKETS}/{w}")
     services["serverapp"]["depends_on"] = ["superlink", *(f"attack-worker-{w}" for w in range(workers))]
     services.update(_per_device("supernode.yml", supernodes, workers))
     return doc
@@ -93,12 +99,6 @@ def render_base(supernodes: int, workers: int) -> dict:
 
 def render_tls(supernodes: int, workers: int) -> dict:
     doc = _load("tls.yml", N=supernodes, W=workers)
-    for w in range(workers):
-        name = f"attack-worker-{w}"
-        base = _load("attack-worker.yml", I=w, N=supernodes, W=workers)["services"][name]
-        svc = _load("tls-attack-worker.yml", I=w, N=supernodes, W=workers)["services"][name]
-        svc["command"] = [*base["command"], *svc["command"]]  # an overlay's command replaces, never extends
-        doc["services"][name] = svc
     doc["services"].update(_per_device("tls-supernode.yml", supernodes, workers))
     doc["secrets"].update(_per_device_secrets(supernodes))
     return doc
@@ -113,21 +113,20 @@ def render_gpu(supernodes: int, workers: int) -> dict:
 
 
 def render_prometheus(supernodes: int, workers: int) -> dict:
-    doc = _load("prometheus.yml", N=supernodes, W=workers)
-    for job in doc["scrape_configs"]:
-        if job["job_name"] == "leakbed-workers":
-            job["static_configs"] = [{"targets": [f"attack-worker-{w}:{WORKER_METRICS_PORT}" for w in range(workers)]}]
-    return doc
+    return _load("prometheus.yml", N=supernodes, W=workers)
 
 
 RENDERERS = {"base": render_base, "tls": render_tls, "gpu": render_gpu, "prometheus": render_prometheus}
 
 
 def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAULT_WORKERS) -> str:
-    """One file's text: ``kind`` is base, tls, gpu or prometheus."""
+    """One file's text: ``kind`` is base, tls, gpu, prometheus or seccomp."""
     check_counts(supernodes, workers)
+    if kind == "seccomp":  # JSON has no comments: the profile names its source in a key of its own
+        profile = {"comment": "leakbed attack workers: rendered from attacks/seccomp.py", **oci_profile()}
+        return json.dumps(profile, indent=1) + "\n"
     if kind not in RENDERERS:
-        raise ComposeError(f"--file {kind}: must be one of {', '.join(RENDERERS)}")
+        raise ComposeError(f"--file {kind}: must be one of {', '.join([*RENDERERS, 'seccomp'])}")
     body = yaml.safe_dump(RENDERERS[kind](supernodes, workers), sort_keys=False, default_flow_style=False, width=120)
     return _header(kind, supernodes, workers) + body
 
@@ -151,13 +150,12 @@ def overrides(supernodes: int, workers: int, tls: bool = False) -> list[str]:
     """Config overrides a run in the compose deployment needs: one user per SuperNode, the attack
     workers' addresses, attack scores every 5 rounds (so Grafana shows privacy over rounds, not
     only at the end), and the ServerApp's /metrics where Prometheus scrapes it (held 15 s after
-    the run so the last scrape sees the final values). With the TLS overlay (``tls``) the pool
-    also verifies the workers' certificates against the CA the ServerApp has as a secret."""
+    the run so the last scrape sees the final values). The same with the TLS overlay (``tls``):
+    the workers are reached over Unix sockets either way."""
     addresses = ",".join(f'"{a}"' for a in worker_addresses(workers))
     return [
         f"data.synthetic.users={supernodes}",
         f"attack.worker_addresses=[{addresses}]",
-        *([f"attack.tls_root_cert={TLS_ROOT_CERT}"] if tls else []),
         "attack.score_every=5",
         f"telemetry.port={SERVER_METRICS_PORT}",
         "telemetry.host=0.0.0.0",

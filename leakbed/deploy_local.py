@@ -27,7 +27,6 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from attacks import jail
 from core.config import ExperimentConfig, dump_config
 from core.layout import RunLayout
 from core.processes import descendants, free_ports, terminate
@@ -159,19 +158,12 @@ class Ports:
     supernodes: list[int]
     workers: list[int]
     metrics: int
-    worker_metrics: list[int]
 
     @classmethod
     def pick(cls, supernodes: int, workers: int, metrics: int = 0) -> Ports:
-        ports = free_ports(1 + supernodes + 2 * workers + 1)
+        ports = free_ports(1 + supernodes + workers + 1)
         link, rest = ports[0], ports[1:]
-        return cls(
-            link,
-            rest[:supernodes],
-            rest[supernodes : supernodes + workers],
-            metrics or rest[-1],
-            rest[supernodes + workers : supernodes + 2 * workers],
-        )
+        return cls(link, rest[:supernodes], rest[supernodes : supernodes + workers], metrics or rest[-1])
 
 
 def deploy_local(
@@ -215,7 +207,12 @@ def deploy_local(
     run_cfg = cfg.model_copy(
         update={
             "attack": cfg.attack.model_copy(
-                update={"worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers], "tls_root_cert": str(certs / "ca.crt")}
+                update={
+                    "worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers],
+                    "tls_root_cert": str(certs / "ca.crt"),
+                    "tls_cert": str(certs / "pool.pem"),
+                    "tls_key": str(certs / "pool.key"),
+                }
             ),
             "telemetry": cfg.telemetry.model_copy(
                 update={"port": ports.metrics, "host": "127.0.0.1", "hold_seconds": hold_seconds}
@@ -257,21 +254,22 @@ def deploy_local(
                     *("--port", str(port), "--node-config", f"partition-id={i} num-partitions={supernodes}"),
                 ],
             )
-        jailable = not jail.available()
         store_root = RunLayout(run_dir).store_root  # the workers serve <store root>/<run id>, as the ServerApp files it
         store_root.mkdir(parents=True, exist_ok=True)
-        for i, (port, mport) in enumerate(zip(ports.workers, ports.worker_metrics, strict=True)):
+        for i, port in enumerate(ports.workers):
             dep.start(
                 f"attack-worker-{i}",
                 [
                     *(str(bin_dir / "leakbed"), "attack-worker"),
-                    *("--port", str(port), "--store", str(store_root), "--metrics-port", str(mport), "--warm"),
-                    *(["--jail"] if jailable else []),  # the same jail as a simulation's workers, where it can start
+                    *("--port", str(port), "--store", str(store_root), "--warm"),
+                    *("--sandbox", cfg.attack.sandbox),  # the same sandbox as a simulation's workers
+                    *("--log-dir", str(out / "logs" / f"attack-worker-{i}")),
                     *("--ssl-certfile", str(certs / "worker.pem"), "--ssl-keyfile", str(certs / "worker.key")),
+                    *("--ssl-ca-certfile", str(certs / "ca.crt")),
                 ],
             )
         _wait(lambda: all(_port_open(p) for p in ports.workers), 120, "the attack workers", dep)
-        say(f"{supernodes} SuperNodes registered and started; {workers} attack workers (TLS) on ports {ports.workers}")
+        say(f"{supernodes} SuperNodes registered and started; {workers} attack workers (mutual TLS) on ports {ports.workers}")
         url = f"http://127.0.0.1:{ports.metrics}/metrics"
         for prior in cfg.split.priors:
             results[prior] = _run_prior(dep, bin_dir, config_path, run_dir, prior, url, timeout, say)

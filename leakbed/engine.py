@@ -3,7 +3,8 @@
 The compose files are plain compose-spec; what differs between engines is only how the compose
 binary reaches one. Docker needs nothing. Podman needs its API socket (``podman system service``),
 which this module starts when it is not running, and, on machines without a containers.conf of
-their own, leakbed's (``deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits),
+their own, leakbed's (``deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits, and the
+attack workers' seccomp profile by its absolute path, which Podman 4.3 cannot take through compose),
 pointed at through ``CONTAINERS_CONF`` so a user's own configuration is never overwritten.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN_CONF = ROOT / "deploy" / "podman" / "containers.conf"
+SECCOMP_PROFILE = ROOT / "deploy" / "seccomp" / "attack-worker.json"
 SOCKET_WAIT_S = 30.0
 
 
@@ -101,7 +103,18 @@ def podman_conf_env() -> dict[str, str]:
     if "CONTAINERS_CONF" in os.environ:
         return {}
     own = [Path("/etc/containers/containers.conf"), Path.home() / ".config/containers/containers.conf"]
-    return {} if any(p.exists() for p in own) else {"CONTAINERS_CONF": str(PODMAN_CONF)}
+    return {} if any(p.exists() for p in own) else {"CONTAINERS_CONF": str(podman_conf())}
+
+
+def podman_conf() -> Path:
+    """leakbed's containers.conf as Podman reads it: the committed settings plus the seccomp profile's absolute
+    path (Podman 4.3's Docker API takes a profile only as a path, and compose sends the profile's text)."""
+    text = PODMAN_CONF.read_text().replace("[containers]\n", f'[containers]\nseccomp_profile = "{SECCOMP_PROFILE}"\n', 1)
+    path = podman_socket().with_name("leakbed-containers.conf")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 def podman_socket() -> Path:

@@ -51,9 +51,19 @@ def prior_label(rule: str, run: dict) -> str:
     return f"{rule} (row order)" if rule == "chrono" and run.get("time") == "row order" else rule
 
 
-def combined_metrics(runs: dict[str, dict]) -> dict[str, dict[str, dict[str, float]]]:
-    """``{prior: {attacker: {ap, chance_ap, x_chance, top1, top5}}}``."""
-    return {rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()} for rule, run in runs.items()}
+def combined_metrics(runs: dict[str, dict]) -> dict[str, dict]:
+    """``{"attack_sandbox": {prior: how the attack code was confined}, prior: {attacker: {ap, chance_ap,
+    x_chance, top1, top5}}}``: how the attack side ran comes first."""
+    sandbox = {rule: run.get("attack_sandbox", "unknown (a run from before the sandbox)") for rule, run in runs.items()}
+    scores = {rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()} for rule, run in runs.items()}
+    return {"attack_sandbox": sandbox, **scores}
+
+
+def sandbox_line(runs: dict[str, dict]) -> str:
+    """The report's first line after its title: where the attack code ran; a warning when it was not confined."""
+    how = dict.fromkeys(run.get("attack_sandbox", "unknown (a run from before the sandbox)") for run in runs.values())
+    text = "; ".join(how)
+    return f"**Warning: the attack code ran {text}.**" if "NOT SANDBOXED" in text else f"Attack side: {text}."
 
 
 def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -174,16 +184,9 @@ def _attack_side_lines(run: dict) -> list[str]:
     side = run.get("attack_side")
     if not side:
         return []
-    where = (
-        "remote attack workers (their own containers or hosts)"
-        if side["remote_workers"]
-        else "local attack workers, jailed (own mount and PID namespaces, the attack store only)"
-        if side["jailed"]
-        else "local attack workers, NOT jailed (attack.sandbox off or unavailable): the boundary rests on convention"
-    )
     got = side["received"]
     return [
-        f"- attack side: {where}; it received per update: {', '.join(got['update'])}; per round: "
+        f"- attack side: {run.get('attack_sandbox', 'unknown')}; it received per update: {', '.join(got['update'])}; per round: "
         f"{', '.join(got['round'])}; once: {', '.join(got['once'])}"
     ]
 
@@ -199,6 +202,8 @@ def write_report(run_dir: Path) -> Path:
     first = next(iter(runs.values()))
     lines = [
         "# leakbed report",
+        "",
+        sandbox_line(runs),
         "",
         f"Closed-world re-identification of anonymous updates (seed 001 §6.1.1, Table 3 form), "
         f"{first['users']} users, {first['rounds']} FL rounds. AP is the mean over users of the "

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from leakbed import compose, images
-from leakbed.engine import Engine, EngineError
+from leakbed.engine import SECCOMP_PROFILE, Engine, EngineError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".leakbed" / "compose"
@@ -101,7 +101,15 @@ def _certs_paths(doc: dict, certs: Path) -> None:
             svc["volumes"] = [v.replace("./deploy/certs:", f"{certs}:") for v in svc["volumes"]]
 
 
-def render(stack: Stack, chosen: images.Images) -> list[Path]:
+def _engine_seccomp(services: dict) -> None:
+    """Podman 4.3's Docker API takes a seccomp profile only as a file path, while compose sends the profile's
+    text: on Podman the attack workers' profile comes from leakbed's containers.conf instead (``engine.podman_conf``)."""
+    for svc in services.values():
+        if "security_opt" in svc:
+            svc["security_opt"] = [o for o in svc["security_opt"] if not o.startswith("seccomp=")]
+
+
+def render(stack: Stack, chosen: images.Images, podman: bool = False) -> list[Path]:
     """Write the stack's compose files and Prometheus config; returns the compose files."""
     stack.folder.mkdir(parents=True, exist_ok=True)
     prom = stack.folder / "prometheus.yml"
@@ -114,6 +122,8 @@ def render(stack: Stack, chosen: images.Images) -> list[Path]:
     ]
     if chosen.grafana is None:
         base["volumes"].pop("grafana-data", None)
+    if podman:
+        _engine_seccomp(base["services"])
     docs = {"docker-compose.yml": base}
     if stack.tls:
         tls = compose.render_tls(stack.supernodes, stack.workers)
@@ -210,7 +220,11 @@ def up(
             say(f"  {tag}: {seconds:.0f} s")
     if stack.tls:
         make_certs(stack)
-    render(stack, chosen)
+    podman = engine.name == "podman"
+    if podman and "CONTAINERS_CONF" not in engine.env:
+        say(f"podman: your own containers.conf is in use; the attack workers get leakbed's seccomp profile only if it names "
+            f"seccomp_profile = \"{SECCOMP_PROFILE}\"")
+    render(stack, chosen, podman=podman)
     pull = "missing" if chosen.base == "official" else "never"
     run_compose(engine, stack, "up", "-d", "--no-build", "--pull", pull)
     running = wait_running(engine, stack)

@@ -29,7 +29,8 @@ def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.nd
 
 
 def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    found = json.loads((store.root / "results" / "redteam.json").read_text())
+    found_all = json.loads((store.root / "results" / "redteam.json").read_text())
+    found, breakout = found_all["probes"], found_all["breakout"]
     anon = store.read_anon()
     ids = [str(i) for i in anon["ids"]]
     owners = referee.truth_for(np.asarray(ids))
@@ -39,8 +40,14 @@ def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path
     m["best_round_accuracy"] = max((p["round_accuracy"] for p in m["probes"].values()), default=0.0)
     rows = [[n, f"{100 * p['owner_accuracy']:.1f}", f"{100 * p['round_accuracy']:.1f}", "; ".join(p["evidence"][:2]) or "nothing"]
             for n, p in m["probes"].items()]
+    m["breakout"] = {name: bool(p["held"]) for name, p in breakout.items()}
+    m["breakout_held"] = all(m["breakout"].values())
     m["tables"] = {
         f"Red team: each probe's owner / round accuracy in % (chance {100 * m['owner_chance']:.1f} / "
-        f"{100 * m['round_chance']:.1f})": {"header": ["probe", "owner", "round", "found"], "rows": rows}
+        f"{100 * m['round_chance']:.1f})": {"header": ["probe", "owner", "round", "found"], "rows": rows},
+        "Red team: break-out probes from inside a worker": {
+            "header": ["probe", "held", "detail"],
+            "rows": [[n, "yes" if p["held"] else "NO", p["detail"][:160]] for n, p in breakout.items()],
+        },
     }
     return m

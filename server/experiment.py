@@ -56,9 +56,9 @@ def run_federation(
     pool = run.pool(
         addresses=cfg.attack.worker_addresses,
         retry_seconds=cfg.attack.retry_seconds,
-        metrics_port_base=cfg.telemetry.worker_port,
         on_fit=interim_score,
     )
+    tel.confined(pool.sandboxed or not pool.local)
     try:
         shuffler = Shuffler(
             run.sealer,

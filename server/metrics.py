@@ -75,6 +75,10 @@ class RunTelemetry:
         t.ROUND_DURATION.labels(prior=p).observe(seconds)
         t.AGGREGATION_DURATION.labels(prior=p).observe(aggregation)
 
+    def confined(self, confined: bool) -> None:
+        """Whether this run's attack code runs confined (``leakbed_attack_sandboxed``, the exposition's first metric)."""
+        t.ATTACK_SANDBOXED.labels(prior=self.prior).set(1 if confined else 0)
+
     def pool(self, stats: PoolStats, depth: int) -> None:
         """Mirror the pool's cumulative counts into the counters (by increments) and its queue gauges."""
         with self._lock:

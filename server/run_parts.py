@@ -15,11 +15,12 @@ from pathlib import Path
 import torch
 from flwr.app import ConfigRecord
 
-from attacks import AttackerKnowledge, AttackPool, jail, needs_full_updates
+from attacks import AttackerKnowledge, AttackPool, needs_full_updates, sandbox
 from attacks.records import received_fields
 from attacks.suite import needs_participation
+from attacks.tls import TlsFiles
 from core.adoption import defending_users
-from core.config import ExperimentConfig
+from core.config import AttackConfig, ExperimentConfig
 from core.data import Federation, UserData, federation
 from core.derive import derived_seed
 from core.layout import RunLayout
@@ -47,14 +48,29 @@ def knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> Attack
     )
 
 
-def use_jail(mode: str) -> bool:
-    """Whether locally spawned attack workers run jailed; ``on`` without namespaces is an error."""
-    if mode == "off":
-        return False
-    why = jail.available()
-    if why and mode == "on":
-        raise ValueError(f"attack.sandbox = 'on' but the attack-worker jail cannot start here: {why}")
-    return not why
+def sandbox_limits(attack: AttackConfig) -> tuple[sandbox.Limits | None, str]:
+    """The sandbox of locally spawned attack workers (None: unsandboxed) and, unsandboxed, why;
+    ``attack.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
+    if attack.sandbox == "off":
+        return None, "attack.sandbox = 'off'"
+    why = sandbox.available()
+    if why and attack.sandbox == "on":
+        raise ValueError(f"attack.sandbox = 'on' but the attack-worker sandbox cannot start here: {why}")
+    if why:
+        return None, why
+    lim = attack.limits
+    return sandbox.Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp), ""
+
+
+def tls_files(attack: AttackConfig) -> TlsFiles | None:
+    """The pool's mutual-TLS files for remote workers; ValueError (one line) naming one that is missing."""
+    if not attack.tls_root_cert:
+        return None
+    for key in ("tls_root_cert", "tls_cert", "tls_key"):
+        path = getattr(attack, key)
+        if not Path(path).is_file():
+            raise ValueError(f"attack.{key} = {path!r}: no such file (mutual TLS with the attack workers)")
+    return TlsFiles(Path(attack.tls_root_cert), Path(attack.tls_cert), Path(attack.tls_key))
 
 
 def train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
@@ -88,6 +104,7 @@ class RunParts:
     test: UserData
     device: torch.device
     progress: Progress | None = None
+    unsandboxed: str = ""  # why the local attack workers ran without the sandbox ('' = sandboxed, or remote)
     utility: dict[int, dict[str, float]] = field(default_factory=dict)
     timer: dict[str, float] = field(default_factory=dict)
 
@@ -106,17 +123,20 @@ class RunParts:
 
     def pool(self, **extra: object) -> AttackPool:
         """The attack pool over this run's store, sized and bounded by the config; the store of
-        this prior is ``<store root>/<rule>``, the only name a request to a worker carries. With
-        remote workers (``addresses``) and ``attack.tls_root_cert`` set, the channels are TLS."""
+        this prior is ``<store root>/<rule>``, the only name a request to a worker carries. Local
+        workers run in the sandbox (``attack.sandbox``); remote ones (``addresses``) are reached
+        over mutual TLS when ``attack.tls_*`` name the files."""
         a = self.cfg.attack
         remote = bool(extra.get("addresses"))
-        if remote and a.tls_root_cert and not Path(a.tls_root_cert).is_file():
-            raise ValueError(f"attack.tls_root_cert = {a.tls_root_cert!r}: no such file (the attack workers' CA certificate)")
+        tls = tls_files(a) if remote else None
+        limits, self.unsandboxed = (None, "") if remote else sandbox_limits(a)
         return AttackPool(
             knowledge(self.cfg, self.fed, self.keys),
             str(self.layout.store_root),
-            jail=use_jail(a.sandbox) and not remote,
-            tls_root_cert=a.tls_root_cert if remote else "",
+            sandbox=limits,
+            tls=tls,
+            cuda=self.device.type == "cuda",
+            log_dir=self.layout.root / "attack-worker-logs",
             workers=a.workers,
             queue_size=a.queue_size,
             submit_timeout=a.submit_timeout,
@@ -131,8 +151,9 @@ class RunParts:
         return [n for n in names if n in fit and fit[n] == fit[n]]
 
     def summary(self, pool: AttackPool) -> dict:
-        """The part of ``metrics.json`` every loop writes the same way."""
+        """The part of ``metrics.json`` every loop writes the same way; how the attack side was confined comes first."""
         return {
+            "attack_sandbox": attack_sandbox(pool, self.unsandboxed),
             "prior": self.rule,
             "time": self.fed.corpus.time,  # "row order": the data had no timestamps (report: chrono (row order))
             "users": len(self.fed.user_ids),
@@ -145,7 +166,7 @@ class RunParts:
             "defenses": [d.model_dump() for d in self.cfg.defenses],
             "defending_users": len(defending_users(self.cfg, self.fed.user_ids)),
             "attack_side": {
-                "jailed": pool.jailed,
+                "sandboxed": pool.sandboxed,
                 "remote_workers": not pool.local,
                 "received": received_fields(
                     [*TRAIN_KEYS, "participants", *(["sampled"] if needs_participation(self.cfg.attack.suite) else [])],
@@ -159,6 +180,16 @@ class RunParts:
         t0 = time.perf_counter()
         fn()
         self.timer[name] = time.perf_counter() - t0
+
+
+def attack_sandbox(pool: AttackPool, unsandboxed: str) -> str:
+    """One line: where the attack code ran and what confined it (the first line of the metrics and the report)."""
+    if not pool.local:
+        how = "mutual TLS" if pool.tls else "Unix sockets" if all(a.startswith("unix:") for a in pool.addresses) else "plaintext"
+        return f"remote attack workers ({how}): confined by their own host or container"
+    if pool.sandboxed:
+        return "sandboxed: bubblewrap, uid 65534 without capabilities, no network, seccomp, resource limits"
+    return f"NOT SANDBOXED ({unsandboxed}): attack code ran as this user, able to read the truth"
 
 
 def prepare_run(cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: Progress | None = None) -> RunParts:

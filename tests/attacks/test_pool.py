@@ -1,5 +1,4 @@
 import os
-import sys
 import time
 from dataclasses import replace
 
@@ -197,35 +196,120 @@ def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
             np.testing.assert_array_equal(preds[0][name][key], preds[1][name][key])
 
 
-def test_a_worker_dead_of_a_signal_in_the_jail_says_which(tmp_path):
-    """In the jail, a worker killed by SIGKILL (the OOM killer's signal) ends as unshare's exit code 1 and
-    the line "sigprocmask unblock failed", which names no cause, and a segfault as unshare's own death:
-    the pool's restart error says which, from the worker's log (its faulthandler names fatal signals)."""
-    import signal
-    import subprocess
-
-    import pytest
-
-    from attacks import jail
-    from attacks.pool import _LocalWorker
+def _inner_worker(pool: AttackPool, slot: int = 0) -> int:
+    """The sandboxed worker's own (python) process: bwrap's descendants."""
     from core.processes import descendants
 
-    if why := jail.available():
-        pytest.skip(f"no jail here: {why}")
-    worker = object.__new__(_LocalWorker)
-    worker.jail = True
-    codes = {}
-    for name, code in {"sigkill": "import time; time.sleep(60)", "segfault": "import ctypes; ctypes.string_at(0)"}.items():
-        worker.log_path = tmp_path / f"{name}.log"
-        with worker.log_path.open("wb") as out:
-            argv = [*jail._unshare_argv(), sys.executable, "-X", "faulthandler", "-c", code]
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-            if name == "sigkill":
-                deadline = time.monotonic() + 30
-                while not (kids := descendants(proc.pid)) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                os.kill(max(kids), signal.SIGKILL)
-            codes[name] = (proc.wait(timeout=60), worker.last_words())
-    (killed, killed_words), (segv, segv_words) = codes["sigkill"], codes["segfault"]
-    assert killed == 1 and killed_words.endswith("cannot catch, SIGKILL (the OOM killer, or a kill)"), codes
-    assert segv == -signal.SIGSEGV and segv_words.startswith("Fatal Python error: Segmentation fault"), codes
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pid in descendants(pool.local[slot].proc.pid):
+            try:
+                if open(f"/proc/{pid}/comm").read().startswith("python"):
+                    return pid
+            except OSError:
+                continue
+        time.sleep(0.05)
+    raise AssertionError("no sandboxed worker process")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _kill_when_busy(pool: AttackPool, restarts: int, busy_seconds: float = 1.0) -> None:
+    """SIGKILL the worker (the OOM killer's signal), once restarted ``restarts`` times, when it has spent
+    ``busy_seconds`` of CPU on a task."""
+    import signal
+
+    log = pool.local[0].log_path
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not log.exists() or log.read_text().count("listening on") <= restarts):
+        time.sleep(0.05)  # started (its imports cost CPU too) and serving: the task is next
+    pid = _inner_worker(pool)
+    start = _cpu_seconds(pid)
+    deadline = time.monotonic() + 120
+    while _cpu_seconds(pid) - start < busy_seconds and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_a_task_that_kills_its_sandboxed_worker_twice_fails_with_the_cause_and_the_pool_goes_on(tmp_path):
+    """A worker dying in its sandbox mid-task (killed, out of memory) gets the task redelivered once; when the
+    next worker dies of it too, the task fails with the cause of death, and later work is analysed as usual."""
+    from attacks.sandbox import Limits
+
+    knowledge, arrays, keys = _knowledge()
+    dim = sum(arrays[k].size for k in keys)
+    store_root = str(tmp_path / "store")
+    pool = AttackPool(knowledge, store_root, workers=1, queue_size=8, submit_timeout=30, run_id="r", sandbox=Limits())
+    try:
+        assert pool.sandboxed
+        pool.submit_round(RoundSnapshot(1, arrays, {**TRAIN, "epochs": 400}))  # long shadow training: seconds of CPU
+        _kill_when_busy(pool, restarts=0)
+        _kill_when_busy(pool, restarts=1)  # the supervisor restarted it and the round was redelivered to it
+        pool.submit_round(RoundSnapshot(2, arrays, TRAIN))
+        pool.submit_updates(_anon(2, 3, dim, np.random.default_rng(0)))
+        assert pool.drain(180)
+        pool.fit(["knn"], timeout=120)
+    finally:
+        pool.close()
+    s = pool.stats
+    failed = [e for e in s.errors if "killed a second attack worker" in e]
+    assert len(failed) == 1 and "round task" in failed[0] and "SIGKILL: the kernel's OOM killer, or a kill" in failed[0], s.errors
+    assert s.worker_restarts == 2 and (s.tapped, s.analysed, s.failed) == (3, 3, 0)
+    assert s.fit_seconds["knn"] == s.fit_seconds["knn"]  # not NaN: fitted
+    store = UpdateStore(tmp_path / "store" / "r")
+    assert len(store.read_predictions("knn")["ids"]) == 3  # nothing of the store was lost
+    assert (tmp_path / "store-logs" / "worker-0.log").is_file() and not (tmp_path / "store" / "workers").exists()
+
+
+def test_a_task_over_the_sandbox_limits_fails_with_the_reason(tmp_path):
+    """One global model larger than the file-size limit: that round's task fails, saying so; the rest goes on."""
+    from attacks.sandbox import Limits
+
+    knowledge, arrays, keys = _knowledge()
+    dim = sum(arrays[k].size for k in keys)
+    big = {**arrays, "padding": np.zeros(1 << 19, np.float32)}  # 2 MiB in the round's npz
+    pool = AttackPool(
+        knowledge, str(tmp_path), workers=1, queue_size=8, submit_timeout=30, run_id="r", sandbox=Limits(file_size_mb=1)
+    )
+    try:
+        pool.submit_round(RoundSnapshot(1, big, TRAIN))
+        pool.submit_round(RoundSnapshot(2, arrays, TRAIN))
+        pool.submit_updates(_anon(2, 3, dim, np.random.default_rng(0)))
+        pool.fit(["knn"], timeout=120)
+    finally:
+        pool.close()
+    s = pool.stats
+    assert len(s.errors) == 1 and "File too large" in s.errors[0], s.errors
+    assert s.rounds_analysed == 2 and s.analysed == 3 and s.fit_seconds["knn"] == s.fit_seconds["knn"] and not s.worker_restarts
+
+
+def test_the_pool_exports_its_workers_task_metrics(tmp_path):
+    """A sandboxed worker has no network: the pool counts its tasks from the acknowledgements (leakbed_worker_*)."""
+    from core import telemetry
+
+    def value(name: str, **labels: str) -> float:
+        return telemetry.SERVER_REGISTRY.get_sample_value(name, labels or None) or 0.0
+
+    knowledge, arrays, keys = _knowledge()
+    dim = sum(arrays[k].size for k in keys)
+    before = (
+        value("leakbed_worker_tasks_total", kind="updates", outcome="ok"),
+        value("leakbed_worker_tasks_total", kind="fit", outcome="error"),
+        value("leakbed_worker_updates_stored_total"),
+    )
+    pool = AttackPool(knowledge, str(tmp_path), workers=1, queue_size=8, submit_timeout=30, run_id="r")
+    try:
+        pool.submit_round(RoundSnapshot(1, arrays, TRAIN))
+        pool.submit_updates(_anon(1, 4, dim, np.random.default_rng(0)))
+        pool.fit(["no-such-attack"], timeout=60)
+    finally:
+        pool.close()
+    after = (
+        value("leakbed_worker_tasks_total", kind="updates", outcome="ok"),
+        value("leakbed_worker_tasks_total", kind="fit", outcome="error"),
+        value("leakbed_worker_updates_stored_total"),
+    )
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 4]

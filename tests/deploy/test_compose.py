@@ -35,7 +35,6 @@ def _resolved(root: Path, overlays: list[str]) -> dict:
     return json.loads(out.stdout)
 
 
-TLS_WORKER_FLAGS = ["--ssl-certfile", "/run/secrets/worker.pem", "--ssl-keyfile", "/run/secrets/worker.key"]
 
 
 def _flag(command: list[str], flag: str) -> str:
@@ -66,9 +65,30 @@ def test_rendering_has_one_supernode_and_clientapp_per_user() -> None:
     workers = sorted(s for s in services if s.startswith("attack-worker-"))
     assert workers == ["attack-worker-0", "attack-worker-1", "attack-worker-2"]
     assert services["serverapp"]["depends_on"] == ["superlink", *workers]
-    assert compose.worker_addresses(3) == [f"{w}:{compose.WORKER_PORT}" for w in workers]
+    assert compose.worker_addresses(3) == [f"unix:{compose.WORKER_SOCKETS}/{i}/worker.sock" for i in range(3)]
     for w in workers:
-        assert _flag(services[w]["command"], "--port") == str(compose.WORKER_PORT)
+        assert _flag(services[w]["command"], "--socket") == "/run/leakbed/worker.sock"
+
+
+def test_attack_workers_are_hardened_without_a_network_and_share_their_socket_with_the_serverapp_only() -> None:
+    """Non-root, no capabilities, no-new-privileges, the seccomp profile, a read-only root with a tmpfs /tmp,
+    a process limit, the attack stores only, and no network: a socket volume of its own, which only the
+    ServerApp mounts besides it."""
+    doc = yaml.safe_load(compose.render("base", supernodes=2, workers=2))
+    services = doc["services"]
+    for i, w in enumerate(("attack-worker-0", "attack-worker-1")):
+        svc = services[w]
+        assert svc["user"] == "49999:49999" and svc["cap_drop"] == ["ALL"] and svc["network_mode"] == "none"
+        assert svc["security_opt"] == ["no-new-privileges:true", "seccomp=./deploy/seccomp/attack-worker.json"]
+        assert svc["read_only"] is True and svc["tmpfs"] == ["/tmp:size=1g,mode=1777"] and svc["pids_limit"] == 1024
+        assert svc["volumes"] == ["leakbed-store:/attack-store", f"{w}-socket:/run/leakbed"]
+        assert not {"ports", "expose", "networks"} & set(svc)
+        assert _flag(svc["command"], "--sandbox") == "off"  # the container is the sandbox
+        socket_volume = {"type": "tmpfs", "device": "tmpfs", "o": "uid=49999,gid=49999,mode=0700"}
+        assert doc["volumes"][f"{w}-socket"]["driver_opts"] == socket_volume
+        mounting = sorted(n for n, s in services.items() if any(v.startswith(f"{w}-socket:") for v in s.get("volumes", [])))
+        assert mounting == [w, "serverapp"] and f"{w}-socket:{compose.WORKER_SOCKETS}/{i}" in services["serverapp"]["volumes"]
+    assert json.loads((REPO / "deploy/seccomp/attack-worker.json").read_text())["defaultAction"] == "SCMP_ACT_ALLOW"
 
 
 def test_overlays_cover_every_device() -> None:
@@ -81,11 +101,8 @@ def test_overlays_cover_every_device() -> None:
         assert tls["secrets"][f"node-{i}-key"]["file"] == f"./deploy/certs/node-{i}"
     assert tls["services"]["register-supernodes"]["environment"]["LEAKBED_SUPERNODES"] == "4"
     base = yaml.safe_load(compose.render("base", supernodes=4, workers=2))["services"]
-    for w in ("attack-worker-0", "attack-worker-1"):  # an overlay's command replaces the base's: all of it, then TLS
-        worker = tls["services"][w]
-        assert worker["command"] == [*base[w]["command"], *TLS_WORKER_FLAGS]
-        assert {"source": "worker-key", "target": "worker.key"} in worker["secrets"]
-    assert "attack-worker-2" not in tls["services"] and tls["secrets"]["worker-cert"]["file"] == "./deploy/certs/worker.pem"
+    assert not any(w.startswith("attack-worker-") for w in tls["services"])  # no network: nothing to encrypt
+    assert set(base["attack-worker-0"]) >= {"network_mode", "security_opt"}
     gpu = yaml.safe_load(compose.render("gpu", supernodes=4, workers=1))
     assert sorted(gpu["services"]) == [f"clientapp-{i}" for i in range(4)]
 
@@ -103,10 +120,10 @@ def test_cli_renders_and_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -
     assert "--run-config" in err and "data.synthetic.users=2" in err
     # the printed hint is one shell word list: the run config survives the shell's quoting
     hint = shlex.split(err.splitlines()[-1].split("start a run: ", 1)[1])
-    assert 'attack.worker_addresses=["attack-worker-0:9500"]' in hint[hint.index("--run-config") + 1]
+    assert 'attack.worker_addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
     assert cli_main(["compose", "--file", "tls", "--supernodes", "2", "--workers", "1"]) == 0
     hint = shlex.split(capsys.readouterr().err.splitlines()[-1].split("start a run: ", 1)[1])
-    assert f"attack.tls_root_cert={compose.TLS_ROOT_CERT}" in hint[hint.index("--run-config") + 1]
+    assert 'attack.worker_addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
     assert cli_main(["compose", "--supernodes", "0"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--supernodes 0" in err
@@ -135,12 +152,11 @@ def test_merged_models_are_what_each_overlay_promises() -> None:
         devices = app["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     assert "--root-certificates" in both["serverapp"]["command"]
-    assert {"source": "ca-cert", "target": "ca.crt"} in both["serverapp"]["secrets"]
-    assert compose.TLS_ROOT_CERT == "/run/secrets/ca.crt"  # where that secret is in the serverapp container
+    assert {s["target"] for s in both["serverapp"]["secrets"]} == {"ca.crt"}
     for w in range(compose.DEFAULT_WORKERS):
         worker = both[f"attack-worker-{w}"]
-        assert worker["command"][-4:] == TLS_WORKER_FLAGS and _flag(worker["command"], "--store") == "/attack-store"
-        assert {s["target"] for s in worker["secrets"]} == {"worker.pem", "worker.key"}
+        assert _flag(worker["command"], "--store") == "/attack-store" and worker["network_mode"] == "none"
+        assert worker["read_only"] is True and worker["cap_drop"] == ["ALL"] and "secrets" not in worker
 
 
 def test_a_fresh_rendering_for_other_counts_validates(tmp_path: Path) -> None:
@@ -178,8 +194,7 @@ def test_printed_run_config_is_a_valid_experiment() -> None:
     assert cfg.attack.worker_addresses == compose.worker_addresses(3)
     assert cfg.telemetry.port == compose.SERVER_METRICS_PORT and cfg.telemetry.host == "0.0.0.0"
     assert cfg.telemetry.hold_seconds > 5  # longer than Prometheus' scrape interval: the final values get scraped
-    assert not cfg.attack.tls_root_cert  # plaintext workers in the base deployment
-    tls = load_config(None, compose.overrides(4, 3, tls=True))
-    assert tls.attack.tls_root_cert == compose.TLS_ROOT_CERT and tls.attack.worker_addresses == cfg.attack.worker_addresses
+    assert not cfg.attack.tls_root_cert  # Unix sockets: no TLS
+    assert load_config(None, compose.overrides(4, 3, tls=True)) == cfg
     scrape = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
     assert int(scrape.rstrip("s")) < cfg.telemetry.hold_seconds

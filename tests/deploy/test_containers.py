@@ -2,7 +2,8 @@
 
 Docker or Podman (through its Docker API, as `.ci/run` sets up) builds the images (official base,
 or the Debian one where no registry answers) and runs SuperLink, the ServerApp's SuperExec,
-3 SuperNodes with their SuperExecs, 2 attack workers and Prometheus, each a container. A missing
+3 SuperNodes with their SuperExecs, 2 attack workers (no network, hardened; the red team tries to break
+out of one) and Prometheus, each a container. A missing
 engine skips here and fails in CI. The images are built once (layer cache); each stack is
 brought up and torn down by its fixture.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from attacks.breakout import PROBES
 from core.config import load_config
 from leakbed import compose, images, stack
 from leakbed.engine import Engine, EngineError, find_engine
@@ -31,6 +33,7 @@ from leakbed.simulate import simulate
 from tests.deploy.test_dashboard import dashboard, panels, substitute
 from tests.deploy.tools import REPO, missing
 from tests.integration.procs import VENV_BIN, flower_env, free_ports
+from tests.redteam.hostfacts import host_addresses
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -166,6 +169,26 @@ def test_attack_workers_cannot_see_the_truth(engine: Engine, plain: stack.Stack)
         assert stores.strip(), "the worker's store holds the run's knowledge (so find did look)"
     # the truth is there, in the ServerApp's container only
     assert exec_in(engine, plain, "serverapp", "find", "/referee", "-name", "truth.jsonl").strip()
+
+
+@pytest.mark.redteam
+def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stack.Stack) -> None:
+    """The break-out probes of ``attacks.breakout``, run inside a live attack-worker container with the
+    container's own user and limits: no service of the stack answers (by name, on its port), no host port,
+    nothing off the machine, no capability, no mount, no user namespace, no /proc/sys, no truth. The same
+    probes on the host find ways out (``tests/redteam/test_breakout.py``)."""
+    services = ["superlink:9093", f"serverapp:{compose.SERVER_METRICS_PORT}", "prometheus:9090", "attack-worker-1:9500"]
+    services += [f"supernode-{i}:{compose.RUNTIME_PORT + i}" for i in range(SUPERNODES)]
+    argv = ["python3", "-m", "attacks.breakout", "--store", "/attack-store", "--scratch", "/tmp", "--all-ports"]
+    argv += [a for svc in services for a in ("--service", svc)]
+    argv += [a for addr in host_addresses() for a in ("--host-address", addr)]
+    argv += [a for path in ("/referee", "/data", "/run/attack-workers/1") for a in ("--secret", path)]
+    out = exec_in(engine, plain, "attack-worker-0", *argv)
+    found = json.loads(out)
+    assert set(found) == set(PROBES), out
+    broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
+    assert not broken, broken
+    assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
 
 
 def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.Stack, tmp_path: Path) -> None:

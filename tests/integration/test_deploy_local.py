@@ -66,18 +66,25 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
 
     # TLS with a private CA, every SuperNode's key registered, attack work done by the 2 external workers
     assert (out / "certs" / "ca.crt").is_file() and (out / "certs" / "server.pem").is_file()
-    # ... and the attack workers served over TLS, verified by the pool against that CA
-    assert (out / "certs" / "worker.pem").is_file()
-    assert all("(TLS, " in (out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2))
-    # ... each in its jail: PID 1 of its own namespace, seeing the attack store only
-    assert all(", pid 1)" in (out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2))
-    assert f'tls_root_cert = "{out / "certs" / "ca.crt"}"' in (out / "experiment.toml").read_text()
+    # ... and the attack workers served over mutual TLS: each verified by the pool against that CA, and each
+    # serving only the pool's certificate of the same CA
+    assert (out / "certs" / "worker.pem").is_file() and (out / "certs" / "pool.pem").is_file()
+    gateways = [(out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2)]
+    assert all("(mutual TLS, sandboxed worker at unix:" in log for log in gateways), gateways
+    # ... the attack code in the sandbox behind each: its own PID namespace (bwrap's init is PID 1), the sandbox user
+    inner = [(out / "logs" / f"attack-worker-{w}" / "worker.log").read_text() for w in range(2)]
+    uid = "uid 65534, " if os.geteuid() == 0 else ""
+    assert all(f"{uid}pid 2)" in log for log in inner), inner
+    experiment = (out / "experiment.toml").read_text()
+    for key, name in (("tls_root_cert", "ca.crt"), ("tls_cert", "pool.pem"), ("tls_key", "pool.key")):
+        assert f'{key} = "{out / "certs" / name}"' in experiment
     for i in range(3):
         assert "registered successfully" in (out / "logs" / f"register-{i}.log").read_text()
     assert metrics["pool"]["worker_restarts"] == 0 and sum(metrics["pool"]["tasks_by_worker"].values()) >= 6
+    assert not metrics["pool"]["errors"], metrics["pool"]["errors"]
     layout = RunLayout(out / "run")
     assert (layout.store("random") / "anon").is_dir(), "the external workers filed nothing in the run's store"
-    assert not (layout.store_root / "workers").exists(), "the ServerApp spawned local workers"
+    assert not (layout.root / "attack-worker-logs").exists(), "the ServerApp spawned local workers"
     rounds_log = metrics["rounds_log"]
     assert all(rounds_log[r]["received"] == 3 and rounds_log[r]["failed"] == 0 for r in ("1", "2")), rounds_log
 

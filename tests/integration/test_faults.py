@@ -122,9 +122,9 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
     cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
     layout = RunLayout(run)
     store = layout.store("random")
-    # the worker processes themselves (not a jail's unshare, whose command line names them too): they
-    # are given the store root, and file this prior's updates under <root>/random
-    workers = rf"^\S+ -m attacks\.worker --port \d+ --store {re.escape(str(layout.store_root.resolve()))}( |$)"
+    # the worker processes themselves (not bwrap, prlimit or setpriv, whose command lines name them too):
+    # sandboxed, they are given the store root and file this prior's updates under <root>/random
+    workers = rf"^\S+ -m attacks\.worker --socket \S+ --store {re.escape(str(layout.store_root.resolve()))}( |$)"
     wait_until(lambda: len(find_pids(workers)) == 2 and any((store / "anon").glob("r000001-*.npz")), 300, "round 1 filed", procs)
     victim = min(find_pids(workers))
     os.kill(victim, signal.SIGKILL)

@@ -1,7 +1,8 @@
 """The red team: an adversarial attack (``attacks/redteam.py``) tries every path we know to an
 update's owner. Against the old layout (kept here as a fixture) each path works; run by a real,
-jailed attack worker during a real run, every path gives nothing beyond chance. A run with the
-jail switched off shows that the layout alone would not stop a file-system walk.
+sandboxed attack worker during a real run, every path gives nothing beyond chance and every
+break-out probe it runs from inside (every TCP port, capabilities...) holds. A run with the sandbox
+switched off shows that the layout alone would not stop a file-system walk, nor the probes.
 
 ``pytest -m redteam`` runs this suite alone.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attacks.breakout import HARMLESS
 from attacks.knowledge import AttackerKnowledge
 from attacks.redteam import probe
 from core.config import ExperimentConfig
@@ -93,10 +95,11 @@ def _run_with_redteam(tmp: Path, sandbox: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_jailed_worker_in_a_real_run_learns_nothing(tmp_path):
+def test_a_sandboxed_worker_in_a_real_run_learns_nothing_and_cannot_break_out(tmp_path):
     summary = _run_with_redteam(tmp_path, "on")
-    assert summary["attack_side"]["jailed"] is True
+    assert summary["attack_side"]["sandboxed"] is True and summary["attack_sandbox"].startswith("sandboxed")
     r = summary["suite"]["redteam"]
+    assert r["breakout_held"] is True and set(r["breakout"]) == set(HARMLESS), r["breakout"]
     for name, p in r["probes"].items():
         assert not p["evidence"], f"{name} found {p['evidence']}"
         assert p["round_accuracy"] == 0.0, name  # no id was regenerated
@@ -108,12 +111,13 @@ def test_a_jailed_worker_in_a_real_run_learns_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_without_the_jail_a_file_system_walk_finds_the_truth(tmp_path):
+def test_without_the_sandbox_a_file_system_walk_finds_the_truth(tmp_path):
     """The layout keeps the truth out of the store's tree, but one process on one host can walk up:
-    the jail is what makes the boundary physical. Even with the truth and the seed in hand, the
-    keyed update ids cannot be regenerated."""
+    the sandbox is what makes the boundary physical. Even with the truth and the seed in hand, the
+    keyed update ids cannot be regenerated. From an unsandboxed worker the run's own ports (Ray's) answer."""
     summary = _run_with_redteam(tmp_path, "off")
-    assert summary["attack_side"]["jailed"] is False
+    assert summary["attack_side"]["sandboxed"] is False and summary["attack_sandbox"].startswith("NOT SANDBOXED")
+    assert summary["suite"]["redteam"]["breakout"]["host-tcp-ports"] is False
     probes = summary["suite"]["redteam"]["probes"]
     assert probes["filesystem"]["owner_accuracy"] == 1.0
     assert probes["regenerate"]["round_accuracy"] == 0.0 and probes["knowledge"]["round_accuracy"] == 0.0

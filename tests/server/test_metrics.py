@@ -14,7 +14,8 @@ from server.metrics import RunTelemetry, defense_label, observe_round
 from server.strategy import RoundLog
 
 CATALOGUE = {
-    "leakbed_round", "leakbed_rounds_planned", "leakbed_run_finished", "leakbed_updates_received_total",
+    "leakbed_attack_sandboxed", "leakbed_round", "leakbed_rounds_planned", "leakbed_run_finished",
+    "leakbed_updates_received_total",
     "leakbed_updates_failed_total", "leakbed_updates_tapped_total", "leakbed_updates_analysed_total",
     "leakbed_updates_dropped_total", "leakbed_round_duration_seconds", "leakbed_aggregation_duration_seconds",
     "leakbed_attack_queue_depth", "leakbed_attack_lag_rounds", "leakbed_utility", "leakbed_attack_ap",
@@ -31,7 +32,17 @@ def _samples(text: str) -> dict[tuple[str, frozenset], float]:
 
 def test_the_exported_names_are_the_catalogue():
     assert set(telemetry.metric_names()) == CATALOGUE
-    assert set(telemetry.metric_names(telemetry.WORKER_REGISTRY)) == {n for n in CATALOGUE if "_worker_" in n}
+
+
+def test_the_first_metric_says_whether_the_attack_code_ran_confined(tmp_path):
+    """The exposition's first lines: whether the attack side was sandboxed (0 = the honest fallback's warning)."""
+    tel = RunTelemetry(build_config({}, []), "random")
+    tel.confined(False)
+    families = list(text_string_to_metric_families(telemetry.exposition(telemetry.SERVER_REGISTRY)))
+    assert families[0].name == "leakbed_attack_sandboxed"
+    assert [s.value for s in families[0].samples if s.labels == {"prior": "random"}] == [0.0]
+    tel.confined(True)
+    assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_attack_sandboxed", {"prior": "random"}) == 1.0
 
 
 def test_a_scrape_carries_a_runs_state_and_passes_promtool(tmp_path):

@@ -1,0 +1,288 @@
+"""The sandbox every locally started attack worker runs in, built on bubblewrap (``bwrap``).
+
+Threat model (DESIGN.md, "the boundary is physical"): attack code is untrusted and may try
+anything a process can. bubblewrap is the sandbox behind Flatpak: a small, audited setuid-free
+tool that builds the namespaces, mounts and ``pivot_root`` for us, so nothing of the confinement
+is hand-made here. A sandboxed command gets:
+
+* an unprivileged uid/gid on the host (``nobody``, 65534) with no capabilities (effective,
+  permitted, inheritable, ambient and bounding sets empty) and ``no_new_privs``;
+* a root of its own (bwrap's ``pivot_root`` onto a fresh tmpfs, the old root detached: there is
+  nothing above it to climb to) holding read-only: the operating system's ``/usr``, the Python
+  install and its virtual environment, the ``attacks`` and ``core`` packages; read-write: the store
+  folder (at its own path, also the working directory) and, for a worker, the folder of its Unix
+  socket; private, size-bounded tmpfs ``/tmp`` and ``/dev/shm``;
+* a minimal ``/dev`` (null, zero, random, urandom, shm; the GPU's nodes only on CUDA) and its own
+  ``/proc`` (its PID namespace: it sees no other process), whose ``sys`` is read-only;
+* its own network namespace (only a loopback of its own: no host port, no host abstract Unix
+  socket, no address off the machine), IPC, UTS and cgroup namespaces;
+* the system-call filter of ``attacks.seccomp`` (mount, ptrace, keyctl, bpf, namespaces, kernel
+  modules, io_uring, AF_VSOCK... refused);
+* limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of the
+  sandbox user (RLIMIT_NPROC), file size (RLIMIT_FSIZE), open files; no core dumps;
+* death with its parent (``--die-with-parent``) and a session of its own (no terminal to inject into).
+
+As root, bwrap builds the sandbox without a user namespace and ``setpriv`` (util-linux) drops to
+the sandbox user last: a user namespace made by root maps the sandbox's uid onto host root, which
+could write the host's ``/proc/sys`` (tried). Run by an ordinary user, bwrap uses an unprivileged
+user namespace and the sandbox keeps that user's uid; further user namespaces are disabled.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attacks import seccomp
+
+SANDBOX_UID = 65534  # nobody: owns nothing on the host
+# the only variables a sandboxed process inherits; everything else (paths, seeds, tokens of the run) stays out
+ENV_KEEP = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES", "GRPC_ENABLE_FORK_SUPPORT", "PYTHONHASHSEED", "PYTHONUNBUFFERED")
+DEVICES = ("null", "zero", "random", "urandom")
+GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+ETC_FILES = ("ld.so.cache", "alternatives", "localtime")  # the loader's cache, tool links, the time zone
+PASSWD = f"root:x:0:0::/:/usr/sbin/nologin\nnobody:x:{SANDBOX_UID}:{SANDBOX_UID}::/tmp:/usr/sbin/nologin\n"
+GROUP = f"root:x:0:\nnogroup:x:{SANDBOX_UID}:\n"
+TOOLS = ("bwrap", "prlimit", "setpriv")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox, so that one attack module cannot starve the federation."""
+
+    memory_mb: int = 8192  # RLIMIT_DATA: heap and anonymous mappings (not GPU memory) [MiB]
+    processes: int = 1024  # RLIMIT_NPROC: processes and threads of the sandbox user [count]
+    file_size_mb: int = 16384  # RLIMIT_FSIZE: largest file it may write [MiB]
+    tmp_mb: int = 1024  # size of its private /tmp and of /dev/shm, each [MiB]
+    open_files: int = 4096  # RLIMIT_NOFILE [count]
+
+
+def code_root() -> Path:
+    """The folder holding a complete copy of the ``attacks`` and ``core`` packages this process
+    runs: the one with the compiled service code (an app bundle installed by ``flwr run`` may
+    lack those build outputs while the process found them in the project's own install)."""
+    from attacks.transport import pb
+
+    return Path(pb.__file__).resolve().parents[1]
+
+
+def _python_paths() -> list[Path]:
+    """The interpreter's install and virtual environment (resolved: a venv's python links into its base)."""
+    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths.add(Path(sys.executable).resolve().parents[1])
+    return sorted(p for p in paths if p.is_dir() and p != Path("/usr") and not p.is_relative_to("/usr"))
+
+
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
+@dataclass
+class Sandbox:
+    """One sandboxed command over ``store`` (read-write at its own path, the working directory)."""
+
+    store: Path
+    limits: Limits = field(default_factory=Limits)
+    socket_dir: Path | None = None  # read-write at its own path: where a worker serves its Unix socket
+    cuda: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.store = Path(self.store).resolve()
+        self._fds: list[int] = []
+        self._made: set[Path] = set()  # folders of the sandbox's root made or mounted so far
+
+    # --- the command -------------------------------------------------------------------------
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """``prlimit ... bwrap ... [setpriv ...] command``; the files it reads are ``pass_fds``."""
+        self._made = {Path(p) for p in ("/", "/usr", "/etc", "/proc", "/dev", "/tmp")}
+        tools = {t: shutil.which(t) or t for t in TOOLS}
+        lim = self.limits
+        argv = [
+            tools["prlimit"],
+            f"--data={lim.memory_mb * MIB}",
+            f"--nproc={lim.processes}",
+            f"--fsize={lim.file_size_mb * MIB}",
+            f"--nofile={lim.open_files}",
+            "--core=0",
+            "--",
+            tools["bwrap"],
+            *self._namespaces(),
+            *self._file_system(),
+            *("--seccomp", str(self._fd(seccomp.bpf_program()))),
+            "--",
+        ]
+        if _privileged():
+            argv += [
+                tools["setpriv"],
+                f"--reuid={SANDBOX_UID}",
+                f"--regid={SANDBOX_UID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--ambient-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]
+        return [*argv, *command]
+
+    def _namespaces(self) -> list[str]:
+        ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--hostname", "leakbed-sandbox", "--die-with-parent", "--new-session"]
+        if _privileged():  # no user namespace (see the module's docstring): setpriv drops what bwrap keeps for it
+            kept = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_OVERRIDE")  # change user; enter the store
+            return [*ns, "--cap-drop", "ALL", *(a for cap in kept for a in ("--cap-add", cap))]
+        return [*ns, "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+
+    def _file_system(self) -> list[str]:
+        lim = self.limits
+        fs: list[str] = []
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                fs += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                fs += ["--ro-bind", str(host), str(host)]
+        fs += ["--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
+        for name in ETC_FILES:
+            if os.path.lexists(f"/etc/{name}"):
+                fs += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        fs += ["--ro-bind-data", str(self._fd(PASSWD.encode())), "/etc/passwd"]
+        fs += ["--ro-bind-data", str(self._fd(GROUP.encode())), "/etc/group"]
+        fs += ["--proc", "/proc", "--perms", "0755", "--tmpfs", "/dev"]
+        for dev in DEVICES:
+            fs += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+        if self.cuda:
+            fs += self._gpu()
+        fs += ["--symlink", "/proc/self/fd", "/dev/fd"]
+        fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/dev/shm"]
+        fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/tmp"]
+        for path in [*_python_paths(), code_root() / "attacks", code_root() / "core"]:
+            fs += [*self._parents(path), "--ro-bind", str(path), str(path)]
+        for path in [self.store, *([self.socket_dir] if self.socket_dir else [])]:
+            fs += [*self._parents(path), "--bind", str(path), str(path)]
+        return [*fs, "--chdir", str(self.store), "--remount-ro", "/"]
+
+    def _gpu(self) -> list[str]:
+        """The NVIDIA device nodes and the sysfs the driver reads: only for an attack side on CUDA."""
+        nodes = [f"/dev/{d}" for d in GPU_DEVICES] + sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+        out = [arg for n in nodes if os.path.exists(n) for arg in ("--dev-bind", n, n)]
+        return [*out, "--ro-bind", "/sys", "/sys"]
+
+    def _parents(self, path: Path) -> list[str]:
+        """Traversable (0755) folders down to ``path``: bwrap would make them 0700, closed to the sandbox user."""
+        out = []
+        for parent in reversed(path.parents):
+            if parent not in self._made:
+                out += ["--perms", "0755", "--dir", str(parent)]
+                self._made.add(parent)
+        return out
+
+    def _fd(self, data: bytes) -> int:
+        fd = os.memfd_create("leakbed-sandbox", 0)
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        self._fds.append(fd)
+        return fd
+
+    def env(self) -> dict[str, str]:
+        """A scrubbed environment: the attack-side code is found where the spawner had it, nothing else of the run."""
+        keep = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        return {
+            **keep,
+            "PATH": path,
+            "HOME": "/tmp",
+            "PYTHONPATH": str(code_root()),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "MPLCONFIGDIR": "/tmp",
+            **self.extra_env,
+        }
+
+    # --- running it --------------------------------------------------------------------------
+
+    def give_folders(self) -> None:
+        """As root, hand the store and socket folders to the sandbox user (it writes there and nowhere else)."""
+        if not _privileged():
+            return
+        for top in [self.store, *([self.socket_dir] if self.socket_dir else [])]:
+            _give(top)
+
+    def give_new_runs(self) -> None:
+        """As root, hand the sandbox user each run folder the server made in the store since (a remote worker's
+        gateway calls this before each request: the ServerApp files a run's knowledge after the worker started)."""
+        if not _privileged():
+            return
+        for entry in self.store.iterdir():
+            if entry.lstat().st_uid != SANDBOX_UID:
+                _give(entry)
+
+    def popen(self, command: Sequence[str], **kwargs: object) -> subprocess.Popen:
+        """Start ``command`` in the sandbox (``kwargs`` go to Popen: stdout, stderr, stdin)."""
+        self.give_folders()
+        argv = self.argv(command)
+        try:
+            return subprocess.Popen(argv, env=self.env(), pass_fds=self._fds, close_fds=True, **kwargs)  # type: ignore[arg-type]
+        finally:
+            self.close_fds()
+
+    def close_fds(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+
+def _give(top: Path) -> None:
+    """``top`` and everything below it now belong to the sandbox user."""
+    os.chown(top, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+    if top.is_dir() and not top.is_symlink():
+        for folder, dirs, files in os.walk(top):
+            for name in [*dirs, *files]:
+                os.chown(os.path.join(folder, name), SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+
+
+def check_store(path: str | Path) -> Path:
+    """The store folder, resolved; ValueError (one line) if it is missing or not a writable folder."""
+    store = Path(path)
+    if not store.is_dir():
+        raise ValueError(f"--store {store}: no such folder")
+    if not os.access(store, os.W_OK | os.X_OK):
+        raise ValueError(f"--store {store}: not writable")
+    return store.resolve()
+
+
+@functools.cache
+def available() -> str:
+    """'' when a sandbox can start here, else why not (one line): bwrap, util-linux and libseccomp present,
+    and a trial command run in exactly the sandbox a worker gets."""
+    if sys.platform != "linux":
+        return "needs Linux"
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not found (Debian: apt-get install bubblewrap util-linux)"
+    try:
+        seccomp.bpf_program()
+    except (ImportError, OSError, AttributeError) as err:
+        return f"no system-call filter: libseccomp unavailable ({type(err).__name__}: {err}; Debian: libseccomp2)"
+    with tempfile.TemporaryDirectory(prefix="leakbed-sandbox-probe-") as tmp:
+        box = Sandbox(Path(tmp), Limits())
+        try:
+            proc = box.popen([str(Path(sys.executable)), "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, err = proc.communicate(timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap could not start: {exc}"
+    if proc.returncode != 0:
+        last = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        return f"bwrap failed here: {last[0]}"
+    return ""
