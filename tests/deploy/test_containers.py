@@ -33,7 +33,7 @@ from leakbed.simulate import simulate
 from tests.deploy.test_dashboard import dashboard, panels, substitute
 from tests.deploy.tools import REPO, missing
 from tests.integration.procs import VENV_BIN, flower_env, free_ports
-from tests.redteam.hostfacts import host_addresses
+from tests.redteam.hostfacts import abstract_unix_sockets, host_addresses, listening_tcp_ports
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -182,7 +182,13 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     argv = ["python3", "-m", "attacks.breakout", "--store", "/attack-store", "--scratch", "/tmp", "--all-ports"]
     argv += [a for svc in services for a in ("--service", svc)]
     argv += [a for addr in host_addresses() for a in ("--host-address", addr)]
-    argv += [a for path in ("/referee", "/data", "/run/attack-workers/1") for a in ("--secret", path)]
+    argv += [a for name in abstract_unix_sockets() for a in ("--abstract", name)]
+    argv += [a for port in listening_tcp_ports() for a in ("--port", str(port))]
+    # the truth and run folders as they lie in the ServerApp's container (the run above made them), the other worker's socket
+    found = exec_in(engine, plain, "serverapp", "find", "/referee", "/data", "-name", "*.jsonl", "-o", "-name", "*.toml")
+    secrets = found.split()
+    assert any(p.endswith("truth.jsonl") for p in secrets), secrets
+    argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]
     out = exec_in(engine, plain, "attack-worker-0", *argv)
     found = json.loads(out)
     assert set(found) == set(PROBES), out
