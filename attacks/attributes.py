@@ -14,16 +14,30 @@ and so their attributes; it never sees an update's sender or the device's attrib
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.suite import AttackSpec, Needs, register
+from attacks.contract import Attack, AttackContext, Outputs, Params, Setting
 from core.data.corpus import UserData
-from core.store import UpdateStore
 
 HIDDEN = 128
+
+
+class AttributesParams(Params):
+    """Attribute inference alone and jointly with deanonymization (seed 001 §6.1.3, Table 4)."""
+
+    columns: list[str] = Field(
+        [],
+        max_length=64,
+        description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
+        "at most max_values values [names]",
+    )
+    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
+    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
 
 
 class MultiHead(nn.Module):
@@ -59,7 +73,7 @@ def train_heads(x: np.ndarray, targets: list[np.ndarray], epochs: int, seed: int
 
 
 @torch.no_grad()
-def predict(model: MultiHead, x: np.ndarray) -> list[np.ndarray]:
+def predict_heads(model: MultiHead, x: np.ndarray) -> list[np.ndarray]:
     return [out.argmax(dim=1).numpy() for out in model(torch.from_numpy(np.asarray(x, np.float32)))]
 
 
@@ -88,30 +102,50 @@ def attribute_columns(prior: dict[str, UserData], named: list[str], max_values: 
     return out
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    cfg = knowledge.attack.attributes
-    columns = attribute_columns(knowledge.prior, cfg.columns, cfg.max_values)
-    if not columns:
-        raise ValueError("no per-user attribute column to infer (name one in attack.attributes.columns)")
-    x, labels, _ = store.read_shadow()
-    anon = store.read_anon()
-    users, id_codes = np.unique(labels, return_inverse=True)
-    epochs, seed = cfg.epochs, knowledge.seed
-    out: dict[str, np.ndarray] = {"ids": anon["ids"], "rounds": anon["round"], "columns": np.asarray(columns, dtype=str)}
-    (stl_id,) = predict(train_heads(x, [id_codes], epochs, seed), anon["vectors"])
-    out["stl_id"] = users[stl_id].astype(str)
-    for k, c in enumerate(columns):
-        user_value = {u: majority(knowledge.prior[u].attrs[c]) for u in users}
-        values, codes = np.unique([user_value[u] for u in labels], return_inverse=True)
-        (stl,) = predict(train_heads(x, [codes], epochs, seed + 1 + k), anon["vectors"])
-        mtl_id, mtl = predict(train_heads(x, [id_codes, codes], epochs, seed + 1 + k), anon["vectors"])
-        out |= {
-            f"values/{c}": values,
-            f"stl_attr/{c}": values[stl],
-            f"mtl_attr/{c}": values[mtl],
-            f"mtl_id/{c}": users[mtl_id].astype(str),
-        }
-    store.write_result("attributes", out)
+class Attributes(Attack):
+    name: ClassVar[str] = "attributes"
+    params = AttributesParams
+    source = "seed 001 §6.1.3, Table 4, Fig. 3d"
+    threat = (
+        "the honest-but-curious server: anonymous updates and its known users' prior data (so their attributes); it never "
+        "sees an update's sender or the device's attribute values"
+    )
+    scorer = "referee.score_attributes:score"
 
+    @classmethod
+    def check(cls, params: AttributesParams, setting: Setting) -> str | None:
+        try:
+            columns = attribute_columns(setting.prior, params.columns, params.max_values)
+        except ValueError as err:
+            return f"attack.params.attributes.columns: {err}"
+        if not columns:
+            return (
+                f"attack.suite: 'attributes' needs per-user attribute columns (constant within each user, 2 to "
+                f"{params.max_values} values; or name them in attack.params.attributes.columns); {setting.source} has none"
+            )
+        return None
 
-register(AttackSpec("attributes", fit=fit, needs=Needs(attribute_columns=True)))
+    def predict(self, ctx: AttackContext) -> Outputs:
+        cfg, knowledge = ctx.params, ctx.knowledge
+        columns = attribute_columns(knowledge.prior, cfg.columns, cfg.max_values)
+        if not columns:
+            raise ValueError("no per-user attribute column to infer (name one in attack.params.attributes.columns)")
+        x, labels, _ = ctx.store.read_shadow()
+        anon = ctx.store.read_anon()
+        users, id_codes = np.unique(labels, return_inverse=True)
+        epochs, seed = cfg.epochs, ctx.seed
+        out: dict[str, np.ndarray] = {"ids": anon["ids"], "rounds": anon["round"], "columns": np.asarray(columns, dtype=str)}
+        (stl_id,) = predict_heads(train_heads(x, [id_codes], epochs, seed), anon["vectors"])
+        out["stl_id"] = users[stl_id].astype(str)
+        for k, c in enumerate(columns):
+            user_value = {u: majority(knowledge.prior[u].attrs[c]) for u in users}
+            values, codes = np.unique([user_value[u] for u in labels], return_inverse=True)
+            (stl,) = predict_heads(train_heads(x, [codes], epochs, seed + 1 + k), anon["vectors"])
+            mtl_id, mtl = predict_heads(train_heads(x, [id_codes, codes], epochs, seed + 1 + k), anon["vectors"])
+            out |= {
+                f"values/{c}": values,
+                f"stl_attr/{c}": values[stl],
+                f"mtl_attr/{c}": values[mtl],
+                f"mtl_id/{c}": users[mtl_id].astype(str),
+            }
+        return out

@@ -17,14 +17,30 @@ images of the paired ones; it never sees who sent an update.
 from __future__ import annotations
 
 from functools import partial
+from typing import ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.matching import Siamese, embed, head_arrays, train
-from attacks.suite import AttackSpec, Needs, register
+from attacks.contract import Attack, AttackContext, Needs, Outputs, Params
+from attacks.matching import Siamese, SiameseParams, embed, head_arrays, train
 from attacks.text_embed import captions, user_embeddings
-from core.store import UpdateStore
+
+
+class CrossModalParams(Params):
+    """Cross-modal matching (seed 001 §4.3, §6.1.1): a text prior about users, image updates."""
+
+    encoder: Literal["minilm", "tfidf"] = Field(
+        "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
+    )
+    paired_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        lt=1.0,
+        description="share of known users whose images the attacker also holds to train the matcher; the others are "
+        "text-only [fraction]",
+    )
+    siamese: SiameseParams = Field(SiameseParams(), description="the Siamese matching network (seed 001 §4.3) [table]")
 
 
 def paired_users(identities: list[str], seed: int, fraction: float) -> list[str]:
@@ -35,33 +51,44 @@ def paired_users(identities: list[str], seed: int, fraction: float) -> list[str]
     return sorted(ids[k] for k in perm[:n])
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    cfg = knowledge.attack.cross_modal
-    if knowledge.corpus_meta.task != "multiclass":
-        raise ValueError("cross-modal matching needs labelled image data (multiclass task)")
-    users, phi = user_embeddings({u: captions(d, knowledge.corpus_meta) for u, d in sorted(knowledge.prior.items())}, cfg.encoder)
-    paired = paired_users(users, knowledge.seed, cfg.paired_fraction)
-    x, labels, _ = store.read_shadow()
-    keep = np.isin(labels, paired)  # text-only users' images (and so their shadow updates) are not held
-    x, labels = x[keep], labels[keep]
-    col = {u: k for k, u in enumerate(users)}
-    owner = np.asarray([col[u] for u in labels])
+class CrossModal(Attack):
+    name: ClassVar[str] = "cross-modal"
+    params = CrossModalParams
+    # the matcher reads image updates and captions written from single class labels
+    needs = Needs(modality="image", tasks=frozenset({"multiclass"}))
+    source = "seed 001 §4.3 Eq. 7, Fig. 3c; §5.2.2 (iv); §6.1.1"
+    threat = (
+        "the honest-but-curious server: anonymous image updates; text about every known user and images of the paired "
+        "ones (its prior data); never who sent an update"
+    )
+    scorer = "referee.score_cross_modal:score"
 
-    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        half = knowledge.attack.matching.pairs // 2
-        i = rng.integers(0, len(x), 2 * half)
-        j = owner[i].copy()
-        other = rng.integers(0, len(users) - 1, half)
-        j[half:] = other + (other >= owner[i[half:]])  # any other user
-        same = np.r_[np.ones(half), np.zeros(half)].astype(np.float32)
-        return i, j, same
+    def predict(self, ctx: AttackContext) -> Outputs:
+        cfg, knowledge = ctx.params, ctx.knowledge
+        if knowledge.corpus_meta.task != "multiclass":
+            raise ValueError("cross-modal matching needs labelled image data (multiclass task)")
+        prior = {u: captions(d, knowledge.corpus_meta) for u, d in sorted(knowledge.prior.items())}
+        users, phi = user_embeddings(prior, cfg.encoder)
+        paired = paired_users(users, ctx.seed, cfg.paired_fraction)
+        x, labels, _ = ctx.store.read_shadow()
+        keep = np.isin(labels, paired)  # text-only users' images (and so their shadow updates) are not held
+        x, labels = x[keep], labels[keep]
+        col = {u: k for k, u in enumerate(users)}
+        owner = np.asarray([col[u] for u in labels])
 
-    build = partial(Siamese, x.shape[1], phi.shape[1], shared=False)  # built by train, after seeding
-    model = train(build, x, phi, draw, knowledge.attack.matching, knowledge.seed)
-    anon = store.read_anon()
-    store.write_result(
-        "cross-modal",
-        {
+        def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            half = cfg.siamese.pairs // 2
+            i = rng.integers(0, len(x), 2 * half)
+            j = owner[i].copy()
+            other = rng.integers(0, len(users) - 1, half)
+            j[half:] = other + (other >= owner[i[half:]])  # any other user
+            same = np.r_[np.ones(half), np.zeros(half)].astype(np.float32)
+            return i, j, same
+
+        build = partial(Siamese, x.shape[1], phi.shape[1], shared=False)  # built by train, after seeding
+        model = train(build, x, phi, draw, cfg.siamese, ctx.seed)
+        anon = ctx.store.read_anon()
+        return {
             "ids": anon["ids"],
             "rounds": anon["round"],
             "emb": embed(model.enc_a, anon["vectors"]),
@@ -70,9 +97,4 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
             "paired": np.asarray(paired, dtype=str),
             "encoder": np.asarray(cfg.encoder),
             **head_arrays(model),
-        },
-    )
-
-
-# the matcher reads image updates and captions written from single class labels
-register(AttackSpec("cross-modal", fit=fit, needs=Needs(modality="image", tasks=frozenset({"multiclass"}))))
+        }

@@ -39,17 +39,18 @@ import os
 import zlib
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 from sklearn.cluster import AgglomerativeClustering
 
+from attacks.contract import Attack, AttackContext, Needs, Outputs
 from attacks.knowledge import AttackerKnowledge
-from attacks.metadata import tie_break, weight_logpost
+from attacks.metadata import reid_scores, tie_break, weight_logpost
 from attacks.records import RoundSnapshot
-from attacks.reidentify import fit_score
+from attacks.registry import reid_names
 from attacks.shadow import shadow_updates
-from attacks.suite import AttackSpec, Needs, register
 from core.store import UpdateStore
 
 NAME = "linkage"
@@ -172,7 +173,7 @@ def group_mean(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return out
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
+def link(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
     anon, meta = store.read_anon(), store.read_anon_meta()
     n = len(anon["ids"])
     keep = np.arange(n)
@@ -207,14 +208,15 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
         out[f"labels_{v}"] = labels[v]
     # a prior-limited attacker: one prior example per user, with and without linking first
     files = sorted((store.root / FOLDER).glob("shadow1-r*.npz"))
-    if files and knowledge.attack.attackers:
+    reid = reid_names(knowledge.attack.suite)
+    if files and reid:
         xs, ys = [], []
         for f in files:
             with np.load(f) as z:
                 xs.append(z["vectors"])
                 ys.append(z["labels"])
-        name = knowledge.attack.attackers[0]
-        s = fit_score(name, knowledge.attack, knowledge.seed, np.concatenate(xs), np.concatenate(ys), vectors)
+        name = reid[0]
+        s = reid_scores(knowledge, name, np.concatenate(xs), np.concatenate(ys), vectors)
         out |= {
             "single_attacker": np.asarray(name),
             "single_classes": s.classes,
@@ -230,7 +232,22 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
             "inter_single": tie_break(cand, knowledge.seed),
             "inter_linked": tie_break(group_mean(cand, labels["both"]) + 1e-3 * cand, knowledge.seed),
         }
-    store.write_result(NAME, out)
+    return out
 
 
-SPEC = register(AttackSpec(NAME, fit, on_round, Needs(participation=True)))
+class Linkage(Attack):
+    name: ClassVar[str] = NAME
+    needs = Needs(participation=True)
+    source = "issue 12 (leakbed): seed 001 §3's shuffler assumption tested; §4.3 (linking), Fig. 7 (one prior example)"
+    threat = (
+        "the honest-but-curious server plus what it knows as the protocol's coordinator: whom it sampled each round "
+        "(per-run keyed pseudonyms only) and how many nodes it serves; anonymous updates with their metadata, the "
+        "round's global model and training config, and its prior data; never truth, raw node ids or arrival order"
+    )
+    scorer = "referee.score_linkage:score"
+
+    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
+        on_round(ctx.store, ctx.knowledge, snapshot)
+
+    def predict(self, ctx: AttackContext) -> Outputs:
+        return link(ctx.store, ctx.knowledge)

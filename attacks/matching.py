@@ -22,17 +22,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import ClassVar
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.suite import AttackSpec, Needs, register
-from core.config import MatchingConfig
-from core.store import UpdateStore
+from attacks.contract import Attack, AttackContext, Outputs, Params
 
 EMBED = 128  # the seed's FC-128 encoders
+
+
+class SiameseParams(Params):
+    """The Siamese matching network (seed 001 §4.3): FC-128 ReLU twins, L1 distance, FC-1 sigmoid, RMSprop."""
+
+    epochs: int = Field(30, ge=1, le=10_000, description="training epochs [count]")
+    pairs: int = Field(4000, ge=16, le=10_000_000, description="balanced training pairs drawn per epoch [pairs]")
+    batch_size: int = Field(128, ge=1, le=65_536, description="pairs per optimisation step [pairs]")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="RMSprop learning rate (seed: 1e-3) [1]")
+    eval_pairs: int = Field(10_000, ge=16, le=10_000_000, description="balanced test pairs the referee draws (seed: 10K) [pairs]")
 PairDraw = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
@@ -79,7 +88,7 @@ def balanced_pairs(labels: np.ndarray, n: int, rng: np.random.Generator) -> tupl
 
 
 def train(
-    build: Callable[[], Siamese], xa: np.ndarray, xb: np.ndarray, draw: PairDraw, cfg: MatchingConfig, seed: int
+    build: Callable[[], Siamese], xa: np.ndarray, xb: np.ndarray, draw: PairDraw, cfg: SiameseParams, seed: int
 ) -> Siamese:
     """Build the network and minimise BCE on freshly drawn pairs each epoch with RMSprop (seed 001 §4.3).
 
@@ -122,28 +131,33 @@ def pair_scores(
     return 1.0 / (1.0 + np.exp(-logits))
 
 
-def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: MatchingConfig, seed: int) -> Siamese:
+def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: SiameseParams, seed: int) -> Siamese:
     """A Siamese network trained on labelled update vectors (identities of shadow updates)."""
     draw = partial(balanced_pairs, labels, cfg.pairs)
     return train(partial(Siamese, vectors.shape[1]), vectors, vectors, draw, cfg, seed)
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "matching") -> None:
+class Matching(Attack):
     """Closed world: train on every known user's shadow updates, embed every anonymous update."""
-    x_train, y_train, _ = store.read_shadow()
-    anon = store.read_anon()
-    model = fit_siamese(x_train, y_train, knowledge.attack.matching, knowledge.seed)
-    store.write_result(
-        name,
-        {
+
+    name: ClassVar[str] = "matching"
+    params = SiameseParams
+    source = "seed 001 §4.3 (Fig. 3b); seed 003 §6.2, Table 8"
+    threat = (
+        "the honest-but-curious server: anonymous update vectors, and its own shadow updates on its prior data, "
+        "labelled by identity; it writes embeddings and the distance head, the referee draws the test pairs"
+    )
+    scorer = "referee.score_matching:score"
+
+    def predict(self, ctx: AttackContext) -> Outputs:
+        x_train, y_train, _ = ctx.store.read_shadow()
+        anon = ctx.store.read_anon()
+        model = fit_siamese(x_train, y_train, ctx.params, ctx.seed)
+        return {
             "ids": anon["ids"],
             "rounds": anon["round"],
             "emb": embed(model.enc_a, anon["vectors"]),
             "shadow_emb": embed(model.enc_a, x_train),  # the attacker's own updates, to link anonymous ones to its prior
             "shadow_labels": np.asarray(y_train, dtype=str),
             **head_arrays(model),
-        },
-    )
-
-
-register(AttackSpec("matching", fit=fit, needs=Needs()))  # update vectors of any model
+        }

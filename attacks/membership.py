@@ -12,12 +12,13 @@ and gets no embedding gradient (found when the federation's recall came out 0.81
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
+from attacks.contract import Attack, AttackContext, Needs, NoParams, Outputs, Setting
 from attacks.gradient_features import embedding_key, embedding_tokens
-from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import anon_rounds
-from attacks.suite import AttackSpec, Needs, register
 from core.store import UpdateStore
 
 NAME = "membership"
@@ -55,24 +56,32 @@ def batch_vocabularies(store: UpdateStore) -> tuple[list[str], list[int], np.nda
     return ids, rounds, np.stack(rows) if rows else np.zeros((0, 0), bool)
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    ids, rounds, vocab = batch_vocabularies(store)
-    store.write_result(
-        NAME,
-        {
+class Membership(Attack):
+    name: ClassVar[str] = NAME
+    # text models carry the token embedding; the referee scores against the records each update's batches used
+    needs = Needs(modality="text", full_updates=True, records=True)
+    source = "seed 002 §7.1.3, §7.2.2, Table 7.2"
+    threat = "the curious server: each anonymous update in full (its embedding rows reveal the batch vocabulary)"
+    scorer = "referee.score_membership:score_membership"
+
+    @classmethod
+    def check(cls, params: NoParams, setting: Setting) -> str | None:
+        if not any(n.endswith("embedding.weight") for n in setting.parameters):
+            return "attack.suite 'membership' needs a text model with a token embedding (lstm-lm / lstm-classifier)"
+        return None
+
+    def predict(self, ctx: AttackContext) -> Outputs:
+        ids, rounds, vocab = batch_vocabularies(ctx.store)
+        return {
             "ids": np.asarray(ids),
             "rounds": np.asarray(rounds),
             "vocab": np.packbits(vocab, axis=1),
             "vocab_size": np.asarray(vocab.shape[1]),
-        },
-    )
+        }
 
 
-def read_vocabularies(store: UpdateStore) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The stored result: (ids, rounds, boolean batch vocabularies)."""
-    res = store.read_result(NAME)
+def read_vocabularies(res: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The attack's outputs as (ids, rounds, boolean batch vocabularies)."""
     size = int(res["vocab_size"])
     return res["ids"], res["rounds"], np.unpackbits(res["vocab"], axis=1, count=size).astype(bool)
 
-
-register(AttackSpec(NAME, fit=fit, needs=Needs(modality="text", full_updates=True)))  # text models carry the token embedding

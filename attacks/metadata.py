@@ -33,12 +33,14 @@ random (seeded tie-breaking), so it sits at chance rather than below it.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from scipy.special import log_softmax, ndtr
 
+from attacks.contract import Attack, AttackContext, Outputs, Scores
 from attacks.knowledge import AttackerKnowledge
-from attacks.reidentify import fit_score
-from attacks.suite import AttackSpec, register
+from attacks.registry import attack, params_of, reid_attack, reid_names
 from core.store import UpdateStore
 
 NAME = "metadata"
@@ -113,20 +115,25 @@ def norm_loglik(
 
 def weight_logpost(name: str, scores: np.ndarray) -> np.ndarray:
     """An attacker's scores as a log-posterior over users: probabilities smoothed towards uniform, margins softmaxed."""
-    if name == "svm":
+    if attack(name).score_kind == "margin":
         return log_softmax(scores, axis=1)
     u = scores.shape[1]
     return np.log(0.9 * scores + 0.1 / u)
 
 
+def reid_scores(knowledge: AttackerKnowledge, name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
+    """Closed-world re-identification attack ``name`` of the run, with its parameters, trained and applied here."""
+    params = params_of(name, knowledge.attack.params.get(name))
+    return reid_attack(name).classify(params, knowledge.seed, x_train, y_train, x_test)
+
+
 def weight_scores(store: UpdateStore, knowledge: AttackerKnowledge, name: str, ids: np.ndarray, users: list[str]) -> np.ndarray:
-    """The closed-world attacker's scores on ``ids`` in ``users`` order: its stored predictions when they
+    """The closed-world attacker's scores on ``ids`` in ``users`` order: its filed outputs when they
     cover exactly these updates (it was fitted on the same stream), else fitted here the same way."""
-    path = store.root / "pred" / f"{name}.npz"
-    pred = store.read_predictions(name) if path.exists() else None
+    pred = store.read_result(name) if store.has_result(name) else None
     if pred is None or not np.array_equal(pred["ids"], ids):
         x_train, y_train, _ = store.read_shadow()
-        fit = fit_score(name, knowledge.attack, knowledge.seed, x_train, y_train, store.read_anon()["vectors"])
+        fit = reid_scores(knowledge, name, x_train, y_train, store.read_anon()["vectors"])
         pred = {"classes": fit.classes, "scores": fit.scores}
     col = {str(c): j for j, c in enumerate(pred["classes"])}
     out = np.full((len(ids), len(users)), np.nan)
@@ -143,7 +150,7 @@ def tie_break(scores: np.ndarray, seed: int) -> np.ndarray:
     return scores + 1e-9 * rng.random(scores.shape)
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
+def metadata_scores(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
     anon = store.read_anon()
     meta = store.read_anon_meta()
     users = list(knowledge.prior)
@@ -169,12 +176,23 @@ def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
         "sigma": np.asarray(params["sigma"]),
         "norm_slope": np.asarray(slope),
     }
-    for name in knowledge.attack.attackers:
+    for name in reid_names(knowledge.attack.suite):
         raw = weight_scores(store, knowledge, name, anon["ids"], users)
         logpost = weight_logpost(name, raw)
         out[f"weights_{name}"] = raw  # as the attacker ranks them (its closed-world scores on these updates)
         out[f"fused_{name}"] = tie_break(logpost + meta_ll, knowledge.seed)
-    store.write_result(NAME, out)
+    return out
 
 
-SPEC = register(AttackSpec(NAME, fit))
+class Metadata(Attack):
+    name: ClassVar[str] = NAME
+    source = "issue 12 (leakbed): seed 001 §3's shuffler assumption tested against FedAvg's example counts"
+    threat = (
+        "the honest-but-curious server: per anonymous update its opaque id, (release) round, the attack layers' "
+        "normalised Δw, n_k and the norm, sparsity and size of the whole Δw; its prior data per known user; the "
+        "closed-world attackers' scores on the same updates; never a node id, arrival order or truth"
+    )
+    scorer = "referee.score_metadata:score"
+
+    def predict(self, ctx: AttackContext) -> Outputs:
+        return metadata_scores(ctx.store, ctx.knowledge)

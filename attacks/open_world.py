@@ -15,15 +15,29 @@ only seen and holdout users; shadow updates of unseen users are never read.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import ClassVar
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.matching import embed, fit_siamese, head_arrays
-from attacks.reidentify import fit_score
-from attacks.suite import AttackSpec, Needs, register
-from core.store import UpdateStore
+import numpy as np
+from pydantic import Field
+
+from attacks.contract import Attack, AttackContext, Outputs, Params
+from attacks.matching import SiameseParams, embed, fit_siamese, head_arrays
+from attacks.reidentify import classify, mlp_classifier
 
 UNSEEN = "<unseen>"
+
+
+class OpenWorldParams(Params):
+    """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
+
+    seen_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
+    )
+    holdout_fraction: float = Field(
+        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
+    )
+    mlp_epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the (|seen|+1)-class MLP [count]")
+    siamese: SiameseParams = Field(SiameseParams(), description="the Siamese matching network (seed 001 §4.3) [table]")
 
 
 def split_users(identities: list[str], seed: int, seen_fraction: float, holdout_fraction: float) -> dict[str, list[str]]:
@@ -40,27 +54,35 @@ def split_users(identities: list[str], seed: int, seen_fraction: float, holdout_
     }
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str = "open-world") -> None:
+class OpenWorld(Attack):
     """Fit the (|seen|+1)-class MLP and the Siamese network; score every anonymous update."""
-    cfg = knowledge.attack.open_world
-    split = split_users(list(knowledge.prior), knowledge.seed, cfg.seen_fraction, cfg.holdout_fraction)
-    x, labels, _ = store.read_shadow()
-    usable = np.isin(labels, split["seen"] + split["holdout"])  # unseen users' prior is off limits
-    x, labels = x[usable], labels[usable]
-    targets = np.where(np.isin(labels, split["seen"]), labels, UNSEEN)
-    anon = store.read_anon()
-    out = {
-        "ids": anon["ids"],
-        "rounds": anon["round"],
-        "seen": np.asarray(split["seen"], dtype=str),
-        "holdout": np.asarray(split["holdout"], dtype=str),
-    }
-    if split["seen"]:  # with no seen user there is only the "unseen" class: nothing to re-identify
-        scores = fit_score("mlp", knowledge.attack, knowledge.seed, x, targets, anon["vectors"])
-        out |= {"classes": scores.classes.astype(str), "scores": scores.scores}
-    siamese = fit_siamese(x, labels, knowledge.attack.matching, knowledge.seed)
-    out |= {"emb": embed(siamese.enc_a, anon["vectors"]), **head_arrays(siamese)}
-    store.write_result(name, out)
 
+    name: ClassVar[str] = "open-world"
+    params = OpenWorldParams
+    source = "seed 001 §6.1.2, Figure 6; seed 003 §8.4"
+    threat = (
+        "the honest-but-curious server as in the closed world, but its prior covers only seen and holdout users; "
+        "shadow updates of unseen users are never read"
+    )
+    scorer = "referee.score_open_world:score"
 
-register(AttackSpec("open-world", fit=fit, needs=Needs()))  # update vectors of any model
+    def predict(self, ctx: AttackContext) -> Outputs:
+        cfg = ctx.params
+        split = split_users(list(ctx.knowledge.prior), ctx.seed, cfg.seen_fraction, cfg.holdout_fraction)
+        x, labels, _ = ctx.store.read_shadow()
+        usable = np.isin(labels, split["seen"] + split["holdout"])  # unseen users' prior is off limits
+        x, labels = x[usable], labels[usable]
+        targets = np.where(np.isin(labels, split["seen"]), labels, UNSEEN)
+        anon = ctx.store.read_anon()
+        out = {
+            "ids": anon["ids"],
+            "rounds": anon["round"],
+            "seen": np.asarray(split["seen"], dtype=str),
+            "holdout": np.asarray(split["holdout"], dtype=str),
+        }
+        if split["seen"]:  # with no seen user there is only the "unseen" class: nothing to re-identify
+            n = int(np.isfinite(x).all(axis=1).sum())
+            scores = classify(mlp_classifier(cfg.mlp_epochs, ctx.seed, n), x, targets, anon["vectors"])
+            out |= {"classes": scores.classes.astype(str), "scores": scores.scores}
+        siamese = fit_siamese(x, labels, cfg.siamese, ctx.seed)
+        return out | {"emb": embed(siamese.enc_a, anon["vectors"]), **head_arrays(siamese)}

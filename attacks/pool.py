@@ -23,7 +23,9 @@ within the retry window), so ``tapped == analysed + dropped + failed`` always ho
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -31,6 +33,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -83,6 +86,28 @@ class PoolStats:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def fitted(self, name: str) -> bool:
+        """Whether the fit filed as ``name`` finished (a NaN time marks a failed one)."""
+        seconds = self.fit_seconds.get(name)
+        return seconds is not None and not math.isnan(seconds)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One fit of an attack: its outputs filed under ``output`` (default: the attack's name), with ``params``
+    overriding the run's parameters of it (a study's variant, e.g. another share of seen users), on the store
+    named ``store`` under the pool's root (default: the run's)."""
+
+    attack: str
+    output: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    store: str = ""
+
+    @property
+    def name(self) -> str:
+        """How the pool's fit times and errors name it: ``[store:]output``."""
+        return f"{self.store}:{self.output or self.attack}" if self.store else self.output or self.attack
 
 
 @dataclass
@@ -349,12 +374,20 @@ class AttackPool:
                 self.stats.dropped += len(updates)
                 self.stats.errors.append(f"{len(updates)} updates dropped: queue full for {self._timeout}s")
 
-    def score(self, attackers: Sequence[str]) -> None:
-        """Queue an interim fit of each attacker on what has arrived so far (``on_fit(name, True)`` when done)."""
-        for name in attackers:
+    def _fit_request(self, job: str | Fit) -> tuple[str, pb.FitRequest]:
+        job = Fit(job) if isinstance(job, str) else job
+        params = json.dumps(job.params) if job.params else ""
+        run = transport.run_msg(check_run_id(job.store)) if job.store else self._run
+        request = pb.FitRequest(run=run, attack=job.attack, output=job.output, params_json=params)
+        return job.name, request
+
+    def score(self, attacks: Sequence[str | Fit]) -> None:
+        """Queue an interim fit of each attack on what has arrived so far (``on_fit(name, True)`` when done)."""
+        for job in attacks:
+            name, request = self._fit_request(job)
             with self._lock:
                 self._pending_fits += 1
-            if not self._put(_Task("fit", pb.FitRequest(run=self._run, attack=name), name=name, partial=True)):
+            if not self._put(_Task("fit", request, name=name, partial=True)):
                 with self._lock:
                     self._pending_fits -= 1
                     self.stats.errors.append(f"interim fit of {name} skipped: queue full for {self._timeout}s")
@@ -372,20 +405,24 @@ class AttackPool:
         with self._lock:
             return self._lock.wait_for(self._settled, timeout=timeout)
 
-    def fit(self, attackers: list[str], timeout: float = 3600.0) -> None:
-        """Fit and score every attacker in parallel workers, after the stream is drained."""
+    def fit(self, attacks: Sequence[str | Fit], timeout: float = 3600.0) -> None:
+        """Fit every attack (a name, or a study's ``Fit`` variant) in parallel workers, after the stream is drained;
+        ``stats.fit_seconds`` is keyed by output name (NaN: the fit failed)."""
         self.drain(timeout)
-        for name in attackers:
+        names = []
+        for job in attacks:
+            name, request = self._fit_request(job)
+            names.append(name)
             with self._lock:
                 self.stats.fit_seconds.pop(name, None)
-            if not self._put(_Task("fit", pb.FitRequest(run=self._run, attack=name), name=name)):
+            if not self._put(_Task("fit", request, name=name)):
                 with self._lock:
                     self.stats.fit_seconds[name] = float("nan")
                     self.stats.errors.append(f"fit of {name} not queued: queue full for {self._timeout}s")
         with self._lock:
-            done = self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in attackers), timeout=timeout)
+            done = self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in names), timeout=timeout)
             if not done:
-                for n in attackers:
+                for n in names:
                     if n not in self.stats.fit_seconds:
                         self.stats.fit_seconds[n] = float("nan")
                         self.stats.errors.append(f"fit of {n} did not finish within {timeout:.0f}s")

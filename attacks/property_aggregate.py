@@ -12,14 +12,16 @@ is the num_examples-weighted mean of the round's updates, exactly what FedAvg co
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from attacks.aux_updates import AuxTrainer, split_by_property
+from attacks.contract import Attack, AttackContext, Needs, Outputs
 from attacks.gradient_features import update_features
 from attacks.knowledge import AttackerKnowledge
-from attacks.property_passive import anon_rounds, fit_both, read_aux
+from attacks.property_passive import PropertyParams, anon_rounds, fit_both, read_aux
 from attacks.records import RoundSnapshot
-from attacks.suite import AttackSpec, Needs, register
 from core.store import UpdateStore
 
 NAME = "aggregate-property"
@@ -31,9 +33,8 @@ def weighted_mean(deltas: list[dict[str, np.ndarray]], weights: list[float]) -> 
     return {k: sum(w * d[k] for d, w in zip(deltas, weights, strict=True)) / total for k in deltas[0]}
 
 
-def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, opts: PropertyParams, snap: RoundSnapshot) -> None:
     """Emulated aggregates of K participants (K as the server sampled this round), with and without the property."""
-    opts = knowledge.attack.property
     k = max(1, int(snap.train_config.get("participants", 1)))
     users = sorted(knowledge.prior)
     parts = {u: split_by_property(knowledge.prior[u]) for u in users}
@@ -56,25 +57,34 @@ def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnaps
     store._write(AUX_KIND, f"r{snap.round:06d}", {"features": np.stack(feats), "labels": np.asarray(labels)})
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    x, y = read_aux(store, AUX_KIND)
-    anon = store.read_anon()
-    n_of = {str(i): float(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
-    rounds, feats, members = [], [], []
-    for rnd in anon_rounds(store):
-        updates = store.read_anon_full(rnd)
-        if not updates:
-            continue
-        uids = sorted(updates)
-        mean = weighted_mean([updates[u] for u in uids], [n_of.get(u, 1.0) for u in uids])
-        rounds.append(rnd)
-        feats.append(update_features(mean)[0])
-        members.append(" ".join(uids))  # the update ids behind each observed aggregate (one under SecAgg+)
-    queries = np.stack(feats) if feats else np.empty((0, x.shape[1]))
-    scores = fit_both("pooled", knowledge.attack.property.trees, knowledge.seed, x, y, queries)
-    store.write_result(
-        NAME, {"rounds": np.asarray(rounds), **scores, "other": np.asarray("logistic"), "members": np.asarray(members)}
+class AggregateProperty(Attack):
+    name: ClassVar[str] = NAME
+    params = PropertyParams
+    needs = Needs(property_column=True, full_updates=True, level="aggregate")
+    source = "seed 002 §7.2.6-7.2.7, Figure 7.8"
+    threat = (
+        "a curious server that observes only each round's aggregate of K participants' updates (model averaging, or "
+        "secure aggregation hiding the individual updates) and holds auxiliary data labelled with the property"
     )
+    scorer = "referee.score_property:score_aggregate_property"
 
+    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
+        aux_round(ctx.store, ctx.knowledge, ctx.params, snapshot)
 
-register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs=Needs(property_column=True, full_updates=True)))
+    def predict(self, ctx: AttackContext) -> Outputs:
+        x, y = read_aux(ctx.store, AUX_KIND)
+        anon = ctx.store.read_anon()
+        n_of = {str(i): float(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
+        rounds, feats, members = [], [], []
+        for rnd in anon_rounds(ctx.store):
+            updates = ctx.store.read_anon_full(rnd)
+            if not updates:
+                continue
+            uids = sorted(updates)
+            mean = weighted_mean([updates[u] for u in uids], [n_of.get(u, 1.0) for u in uids])
+            rounds.append(rnd)
+            feats.append(update_features(mean)[0])
+            members.append(" ".join(uids))  # the update ids behind each observed aggregate (one under SecAgg+)
+        queries = np.stack(feats) if feats else np.empty((0, x.shape[1]))
+        scores = fit_both("pooled", ctx.params.trees, ctx.seed, x, y, queries)
+        return {"rounds": np.asarray(rounds), **scores, "other": np.asarray("logistic"), "members": np.asarray(members)}

@@ -13,26 +13,43 @@ the same scores. Works in the FedSGD setting (``fl.local_steps = 1``) and with F
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
+from pydantic import Field
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
+from attacks.contract import Attack, AttackContext, Needs, Outputs, Params
 from attacks.gradient_features import update_features
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import RoundSnapshot
-from attacks.suite import AttackSpec, Needs, register
 from core.store import UpdateStore
 
 NAME = "property"
 AUX_KIND = "property_aux"
 
 
-def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+class PropertyParams(Params):
+    """Passive batch property inference (seed 002 §7.1.4, Algorithm 7) and its aggregate-level form (§7.2.7)."""
+
+    aux_updates: int = Field(
+        8, ge=1, le=10_000, description="auxiliary updates with and without the property each round, per class [updates]"
+    )
+    trees: int = Field(50, ge=1, le=10_000, description="random-forest trees (seed: 50) [count]")
+    positive_fraction: float = Field(
+        0.5, gt=0.0, le=1.0, description="largest property share of an auxiliary positive batch (drawn uniformly) [fraction]"
+    )
+    holder_rate: float = Field(
+        0.05, ge=0.0, lt=1.0, description="a user holds the property when above this share of its updates' examples do [fraction]"
+    )
+
+
+def aux_round(store: UpdateStore, knowledge: AttackerKnowledge, opts: PropertyParams, snap: RoundSnapshot) -> None:
     """Algorithm 7 lines 4-9: labelled auxiliary updates on this round's global model."""
-    opts = knowledge.attack.property
     prop, non = split_by_property(concat(list(knowledge.prior.values())))
     trainer = AuxTrainer(knowledge, snap.arrays, snap.train_config)
     n = trainer.update_size()
@@ -92,28 +109,36 @@ def anon_rounds(store: UpdateStore) -> list[int]:
     return sorted({int(f.stem[1:7]) for f in (store.root / "anon_full").glob("r*.npz")})
 
 
-def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    x, y = read_aux(store, AUX_KIND)
-    ids, rounds, feats, kind = [], [], [], "pooled"
-    for rnd in anon_rounds(store):
-        for uid, delta in sorted(store.read_anon_full(rnd).items()):
-            f, kind = update_features(delta)
-            ids.append(uid)
-            rounds.append(rnd)
-            feats.append(f)
-    queries = np.stack(feats) if feats else np.empty((0, x.shape[1]))
-    scores = fit_both(kind, knowledge.attack.property.trees, knowledge.seed, x, y, queries)
-    other = "logistic" if kind == "pooled" else "random-forest"
-    store.write_result(
-        NAME,
-        {
+class Property(Attack):
+    name: ClassVar[str] = NAME
+    params = PropertyParams
+    needs = Needs(property_column=True, full_updates=True)
+    source = "seed 002 §7.1.4, Algorithm 7; experiments §7.2.3-7.2.4, Figure 7.5"
+    threat = (
+        "the honest-but-curious server: every anonymous update (all layers) and each round's global model; auxiliary data "
+        "labelled with the property (its prior data), never a device's data"
+    )
+    scorer = "referee.score_property:score_property"
+
+    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
+        aux_round(ctx.store, ctx.knowledge, ctx.params, snapshot)
+
+    def predict(self, ctx: AttackContext) -> Outputs:
+        x, y = read_aux(ctx.store, AUX_KIND)
+        ids, rounds, feats, kind = [], [], [], "pooled"
+        for rnd in anon_rounds(ctx.store):
+            for uid, delta in sorted(ctx.store.read_anon_full(rnd).items()):
+                f, kind = update_features(delta)
+                ids.append(uid)
+                rounds.append(rnd)
+                feats.append(f)
+        queries = np.stack(feats) if feats else np.empty((0, x.shape[1]))
+        scores = fit_both(kind, ctx.params.trees, ctx.seed, x, y, queries)
+        other = "logistic" if kind == "pooled" else "random-forest"
+        return {
             "ids": np.asarray(ids),
             "rounds": np.asarray(rounds),
             **scores,
             "other": np.asarray(other),
             "aux_count": np.asarray(len(y)),
-        },
-    )
-
-
-register(AttackSpec(NAME, fit=fit, on_round=aux_round, needs=Needs(property_column=True, full_updates=True)))
+        }

@@ -28,24 +28,89 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field, model_validator
 
 from attacks.aux_updates import concat
+from attacks.contract import Attack, AttackContext, Needs, Outputs, Params
 from attacks.dlg import dlg_reconstruct
 from attacks.feature_inference import feature_split, predict_property, reconstruct_features, train_property_net
 from attacks.inverting_gradients import ig_labels, ig_reconstruct
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import RoundSnapshot
-from attacks.suite import AttackSpec, Needs, register
 from core.data.corpus import UserData
 from core.models import build_model, final_linear
 from core.store import UpdateStore
 from core.training import TrainConfig, load_arrays
 
-NAMES = ("feature-inference", "dlg", "inverting-gradients")
 CONFIG_KIND = "train_config"
+
+
+class ReconstructionParams(Params):
+    """What the reconstruction attacks share (seed 004 §4.1, Table 1): which tapped updates they attack and the
+    property classifier f_p trained on the attacker's prior."""
+
+    updates: int = Field(
+        8, ge=1, le=100_000, description="tapped updates attacked per run, the latest rounds first (seeded pick) [updates]"
+    )
+    max_samples: int = Field(
+        256, ge=1, le=65_536, description="skip (and count) an update whose local training used more distinct examples [examples]"
+    )
+    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier f_p (seed: 50) [count]")
+    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of f_p (seed: 1e-4) [1]")
+    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples f_p trains on [count]")
+
+
+class FeatureInferenceParams(ReconstructionParams):
+    """Individual property inference in deep-feature space (seed 004 §3.2-3.3): the reconstruction's options."""
+
+    steps: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="gradient-matching iterations per update; 0 = take the closed-form features of init "
+        "'analytic' or 'per-sample' as they are [count]",
+    )
+    step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
+    block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
+    labels: Literal["optimised", "inferred"] = Field(
+        "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
+    )
+    init: Literal["random", "auxiliary", "analytic", "per-sample"] = Field(
+        "random",
+        description="start of the dummy block inputs: uniform noise (seed), auxiliary images' f_{n-1} outputs, "
+        "or those fitted to the closed-form class-wise features of the classifier gradient, or to per-sample "
+        "features refined from them by alternating least squares [name]",
+    )
+    schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="step schedule of the dummy optimiser: constant alpha (seed) or cosine decay to 0 [name]"
+    )
+    restarts: int = Field(1, ge=1, le=100, description="random restarts per batch; the lowest final loss is kept [count]")
+    nonnegative: bool = Field(False, description="feed ReLU(x) to the last conv block [flag]")
+
+    @model_validator(mode="after")
+    def _closed_form_without_steps(self) -> FeatureInferenceParams:
+        if self.steps == 0 and self.init not in ("analytic", "per-sample"):
+            raise ValueError("steps = 0 keeps the closed-form features, so init must be 'analytic' or 'per-sample'")
+        return self
+
+
+class DLGParams(ReconstructionParams):
+    """Deep Leakage from Gradients (Zhu et al. 2019), the pixel-space baseline of seed 004 Table 1."""
+
+    steps: int = Field(15, ge=1, le=10_000, description="L-BFGS steps of up to 20 evaluations each [count]")
+
+
+class InvertingGradientsParams(ReconstructionParams):
+    """Inverting Gradients (Geiping et al. 2020): cosine gradient distance + total variation, seed 004 Table 1's IG."""
+
+    steps: int = Field(300, ge=1, le=100_000, description="signed-Adam iterations on the dummy images [count]")
+    step_size: float = Field(0.1, gt=0.0, le=10.0, description="Adam step, decayed ×0.1 at 3/8, 5/8, 7/8 of the steps [1]")
+    tv_weight: float = Field(1e-2, ge=0.0, le=100.0, description="weight of the total-variation prior [1]")
+    restarts: int = Field(1, ge=1, le=100, description="random restarts; the lowest final loss is kept [count]")
 
 
 @dataclass(frozen=True)
@@ -68,7 +133,7 @@ def local_setting(cfg: TrainConfig, num_examples: int) -> LocalSetting:
     return LocalSetting(len(sizes), min(n, sum(sizes)), cfg.lr, b)
 
 
-def save_train_config(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+def save_train_config(store: UpdateStore, snap: RoundSnapshot) -> None:
     """Keep the round's training config beside its global model (the fit reads both back)."""
     folder = store.root / CONFIG_KIND
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,13 +174,13 @@ def auxiliary(knowledge: AttackerKnowledge, most: int) -> UserData:
     return aux.take(np.sort(rng.permutation(len(aux))[:most]))
 
 
-class _Attack:
-    """One reconstruction attack's fit: f_p, then reconstruct and classify each chosen update."""
+class _Reconstructor:
+    """One reconstruction attack's work: f_p, then reconstruct and classify each chosen update."""
 
-    def __init__(self, name: str, knowledge: AttackerKnowledge) -> None:
+    def __init__(self, name: str, knowledge: AttackerKnowledge, params: ReconstructionParams) -> None:
         self.name = name
         self.knowledge = knowledge
-        self.opts = knowledge.attack.reconstruction
+        self.opts = params
         self.aux = auxiliary(knowledge, self.opts.aux_examples)
         self.prop = np.asarray(self.aux.attrs["property"]).astype(np.int64)
         self.meta = knowledge.corpus_meta
@@ -143,9 +208,9 @@ class _Attack:
 
     def reconstruct(self, grads: dict[str, np.ndarray], samples: int, seed: int) -> np.ndarray:
         """U reconstructions, flattened: deep features (feature-inference) or pixels (dlg, inverting-gradients)."""
-        a, shape = self.knowledge.attack, self.meta.input_shape
+        a, shape = self.opts, self.meta.input_shape
         if self.name == "feature-inference":
-            fi = a.feature_inference
+            fi = a
             return reconstruct_features(
                 feature_split(self.model), grads, samples, self.meta.num_classes, shape,
                 steps=fi.steps, step_size=fi.step_size, block_weight=fi.block_weight, seed=seed, labels=fi.labels,
@@ -153,9 +218,9 @@ class _Attack:
                 aux_x=self.aux.x, aux_y=self.aux.y,
             )  # fmt: skip
         if self.name == "dlg":
-            images, _ = dlg_reconstruct(self.model, grads, samples, self.meta.num_classes, shape, steps=a.dlg.steps, seed=seed)
+            images, _ = dlg_reconstruct(self.model, grads, samples, self.meta.num_classes, shape, steps=a.steps, seed=seed)
         else:
-            ig = a.inverting_gradients
+            ig = a
             labels = ig_labels(self.model, final_linear(self.model) + ".bias", grads, samples, self.aux.x)
             images = ig_reconstruct(
                 self.model, grads, labels, shape, steps=ig.steps, step_size=ig.step_size, tv_weight=ig.tv_weight,
@@ -163,7 +228,7 @@ class _Attack:
             )  # fmt: skip
         return images.reshape(samples, -1)
 
-    def fit(self, store: UpdateStore) -> None:
+    def outputs(self, store: UpdateStore) -> Outputs:
         anon = store.read_anon()
         examples = {str(i): int(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
         ids, rounds, counts, steps, batches, recons, probs = [], [], [], [], [], [], []
@@ -187,36 +252,62 @@ class _Attack:
             batches.append(setting.batch_size)
             recons.append(recon)
             probs.append(predict_property(self._net(rnd), recon))
-        store.write_result(
-            self.name,
-            {
-                "ids": np.asarray(ids, dtype=str),
-                "rounds": np.asarray(rounds, np.int64),
-                "counts": np.asarray(counts, np.int64),
-                "steps": np.asarray(steps, np.int64),
-                "batch_size": np.asarray(batches, np.int64),
-                "recon": np.concatenate(recons) if recons else np.empty((0, 0), np.float32),
-                "probs": np.concatenate(probs) if probs else np.empty(0, np.float32),
-                "skipped": np.asarray(skipped),
-                "space": np.asarray("features" if self.name == "feature-inference" else "pixels"),
-            },
-        )
+        return {
+            "ids": np.asarray(ids, dtype=str),
+            "rounds": np.asarray(rounds, np.int64),
+            "counts": np.asarray(counts, np.int64),
+            "steps": np.asarray(steps, np.int64),
+            "batch_size": np.asarray(batches, np.int64),
+            "recon": np.concatenate(recons) if recons else np.empty((0, 0), np.float32),
+            "probs": np.concatenate(probs) if probs else np.empty(0, np.float32),
+            "skipped": np.asarray(skipped),
+            "space": np.asarray("features" if self.name == "feature-inference" else "pixels"),
+        }
 
 
-def _fit_hook(name: str):  # noqa: ANN202 - a FitHook
-    def fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
+_PIXELS = Needs(
+    modality="image", tasks=frozenset({"multiclass"}), property_column=True, full_updates=True, plain_sgd=True, records=True
+)
+THREAT = (
+    "the honest-but-curious server of a real run: per attacked update the anonymous full Δw and its example count, the "
+    "round's global model and the training config it sent (η, local steps or epochs, B), and its prior data with the "
+    "property attribute as auxiliary data; never a batch, a user or the truth"
+)
+
+
+class _Reconstruction(Attack):
+    """Seed 004's pipeline: reconstruct each chosen update's samples, classify each one's property."""
+
+    threat = THREAT
+
+    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
+        save_train_config(ctx.store, snapshot)
+
+    def predict(self, ctx: AttackContext) -> Outputs:
         torch.set_num_threads(1)
-        _Attack(name, knowledge).fit(store)
-
-    return fit
+        return _Reconstructor(self.name, ctx.knowledge, ctx.params).outputs(ctx.store)
 
 
-_PIXELS = Needs(modality="image", tasks=frozenset({"multiclass"}), property_column=True, full_updates=True, plain_sgd=True)
-NEEDS = {
+class FeatureInference(_Reconstruction):
+    name: ClassVar[str] = "feature-inference"
+    params = FeatureInferenceParams
     # the seed's split into a last conv block f_n and an FC-ReLU-FC classifier f_c is written for the quick CNN
-    "feature-inference": Needs(**{**_PIXELS.__dict__, "models": frozenset({"cnn"})}),
-    "dlg": _PIXELS,
-    "inverting-gradients": _PIXELS,
-}
-for _name in NAMES:
-    register(AttackSpec(_name, fit=_fit_hook(_name), on_round=save_train_config, needs=NEEDS[_name]))
+    needs = Needs(**{**_PIXELS.__dict__, "models": frozenset({"cnn"})})
+    source = "seed 004 §3.2-3.3, §4.1, Table 1 (proposed)"
+    scorer = "referee.score_reconstruction:score"
+
+
+class DLG(_Reconstruction):
+    name: ClassVar[str] = "dlg"
+    params = DLGParams
+    needs = _PIXELS
+    source = "Zhu et al. 2019, as seed 004 Table 1's DLG baseline"
+    scorer = "referee.score_reconstruction:score"
+
+
+class InvertingGradients(_Reconstruction):
+    name: ClassVar[str] = "inverting-gradients"
+    params = InvertingGradientsParams
+    needs = _PIXELS
+    source = "Geiping et al. 2020, as seed 004 Table 1's IG baseline"
+    scorer = "referee.score_reconstruction:score"

@@ -20,12 +20,13 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from attacks import breakout
+from attacks.contract import Attack, AttackContext, Outputs
 from attacks.knowledge import KNOWLEDGE_JSON, AttackerKnowledge
-from attacks.suite import AttackSpec, register
 from core.store import UpdateStore
 
 NAME = "redteam"
@@ -203,10 +204,17 @@ def breakout_probes(store: UpdateStore) -> dict[str, dict]:
     return breakout.run(args, breakout.HARMLESS)
 
 
-def _fit(store: UpdateStore, knowledge: AttackerKnowledge) -> None:
-    (store.root / "results").mkdir(parents=True, exist_ok=True)
-    found = {"probes": probe(store, knowledge), "breakout": breakout_probes(store)}
-    (store.root / "results" / f"{NAME}.json").write_text(json.dumps(found))
+class RedTeam(Attack):
+    """An attack written to cheat: every path we know to an update's owner, and harmless break-out probes."""
 
+    name: ClassVar[str] = NAME
+    source = "leakbed's red team (DESIGN.md: the boundary is physical, and tested)"
+    threat = (
+        "hostile attack code in a real worker during a real run: what every attack receives (its store, its "
+        "knowledge), then everything it can reach from inside its worker"
+    )
+    scorer = "referee.score_redteam:score"
 
-register(AttackSpec(NAME, _fit))
+    def predict(self, ctx: AttackContext) -> Outputs:
+        found = {"probes": probe(ctx.store, ctx.knowledge), "breakout": breakout_probes(ctx.store)}
+        return {"found": np.asarray(json.dumps(found))}

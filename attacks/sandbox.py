@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attacks import seccomp
+from core.config import AttackConfig
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 # the only variables a sandboxed process inherits; everything else (paths, seeds, tokens of the run) stays out
@@ -75,10 +76,20 @@ def code_root() -> Path:
     return Path(pb.__file__).resolve().parents[1]
 
 
+def code_paths() -> list[Path]:
+    """leakbed's code an attack worker runs: the attack side (``attacks``, ``core``) and the plugin contract a
+    third-party attack imports (``leakbed/plugin.py``, with its package's ``__init__``); none of it holds data."""
+    root = code_root()
+    return [root / "attacks", root / "core", root / "leakbed" / "__init__.py", root / "leakbed" / "plugin.py"]
+
+
 def _python_paths() -> list[Path]:
-    """The interpreter's install and virtual environment (resolved: a venv's python links into its base)."""
+    """The interpreter's install and virtual environment (resolved: a venv's python links into its base), and the
+    environment at the path this process was started from, when that path passes through a symbolic link (the
+    sandbox runs ``sys.executable`` as given)."""
     paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     paths.add(Path(sys.executable).resolve().parents[1])
+    paths.add(Path(os.path.abspath(sys.executable)).parents[1])
     return sorted(p for p in paths if p.is_dir() and p != Path("/usr") and not p.is_relative_to("/usr"))
 
 
@@ -167,7 +178,7 @@ class Sandbox:
         fs += ["--symlink", "/proc/self/fd", "/dev/fd"]
         fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/dev/shm"]
         fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/tmp"]
-        for path in [*_python_paths(), code_root() / "attacks", code_root() / "core"]:
+        for path in [*_python_paths(), *code_paths()]:
             fs += [*self._parents(path), "--ro-bind", str(path), str(path)]
         for path in [self.store, *([self.socket_dir] if self.socket_dir else [])]:
             fs += [*self._parents(path), "--bind", str(path), str(path)]
@@ -286,3 +297,17 @@ def available() -> str:
         last = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         return f"bwrap failed here: {last[0]}"
     return ""
+
+
+def limits_for(attack: AttackConfig) -> tuple[Limits | None, str]:
+    """The sandbox of locally spawned attack workers under a run's ``attack`` section (None: unsandboxed) and,
+    unsandboxed, why; ``attack.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
+    if attack.sandbox == "off":
+        return None, "attack.sandbox = 'off'"
+    why = available()
+    if why and attack.sandbox == "on":
+        raise ValueError(f"attack.sandbox = 'on' but the attack-worker sandbox cannot start here: {why}")
+    if why:
+        return None, why
+    lim = attack.limits
+    return Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp), ""

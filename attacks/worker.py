@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import logging
 import os
 import signal
@@ -26,12 +27,11 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from attacks import transport
+from attacks import registry, transport
+from attacks.contract import Attack, AttackContext
 from attacks.knowledge import AttackerKnowledge
 from attacks.records import AnonymousUpdate, RoundSnapshot
-from attacks.reidentify import fit_score
 from attacks.shadow import shadow_updates
-from attacks.suite import run_fit, run_round
 from attacks.transport import pb, pb_grpc
 from core.layout import check_run_id
 from core.store import UpdateStore
@@ -39,11 +39,23 @@ from core.store import UpdateStore
 log = logging.getLogger(__name__)
 
 
+def context(
+    store: UpdateStore, knowledge: AttackerKnowledge, name: str, output: str = "", overrides: dict | None = None
+) -> AttackContext:
+    """The context of attack ``name``'s hooks: its parameters as the run froze them, with a study's ``overrides``."""
+    params = registry.params_of(name, {**knowledge.attack.params.get(name, {}), **(overrides or {})})
+    return AttackContext(output or name, store, knowledge, params)
+
+
 def _handle_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+    """The round's global model and the attacker's shadow updates on it, then each attack's round hook."""
     store.write_global(snap.round, snap.arrays)
     labels, vectors = shadow_updates(knowledge, snap)
     store.write_shadow(snap.round, labels, vectors)
-    run_round(store, knowledge, snap)
+    for name in knowledge.attack.suite:
+        cls = registry.attack(name)
+        if cls.on_round is not Attack.on_round:
+            cls().on_round(context(store, knowledge, name), snap)
 
 
 def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdate]) -> None:
@@ -57,14 +69,13 @@ def _handle_updates(store: UpdateStore, batch: str, updates: list[AnonymousUpdat
         store.write_anon_full(rnd, batch, ids, [u.arrays or {} for u in updates])
 
 
-def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, name: str) -> None:
-    if name in knowledge.attack.suite:
-        run_fit(store, knowledge, name)
-        return
-    x_train, y_train, _ = store.read_shadow()
-    anon = store.read_anon()
-    scores = fit_score(name, knowledge.attack, knowledge.seed, x_train, y_train, anon["vectors"])
-    store.write_predictions(name, anon["ids"], anon["round"], scores.classes, scores.scores)
+def _handle_fit(store: UpdateStore, knowledge: AttackerKnowledge, req: pb.FitRequest) -> None:
+    """``fit`` then ``predict`` in one task; the outputs are filed under the context's name."""
+    overrides = json.loads(req.params_json) if req.params_json else None
+    ctx = context(store, knowledge, req.attack, req.output, overrides)
+    attack = registry.attack(req.attack)()
+    attack.fit(ctx)
+    store.write_result(ctx.name, attack.predict(ctx))
 
 
 @dataclass
@@ -155,7 +166,7 @@ class AttackService(pb_grpc.AttackServiceServicer):
     def Fit(self, request: pb.FitRequest, context: grpc.ServicerContext) -> pb.Ack:  # noqa: N802
         def work() -> tuple[int, int]:
             run = self._run(request.run)
-            _handle_fit(run.store, run.attacker(), request.attack)
+            _handle_fit(run.store, run.attacker(), request)
             return 0, 0
 
         return self._serve("fit", work)

@@ -23,7 +23,6 @@ from benchmarks.common import (
     ROUNDS_PHASE,
     RoundMarks,
     add_common_args,
-    counted_starts,
     finish,
     fmt,
     fresh,
@@ -31,6 +30,7 @@ from benchmarks.common import (
     pool_timeline,
     print_config,
     quiet_env,
+    run_starts,
     table,
 )
 from benchmarks.measure import TreeMemory
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.config import dump_config, load_config
     from core.data import federation
     from core.layout import RunLayout
-    from leakbed.simulate import simulate
+    from leakbed.simulate import simulate, simulation_link
 
     overrides = [
         f"data.synthetic.users={args.users}",
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         "examples: private / prior (all users)": f"{private} / {prior}",
         "prior rule": args.rule,
         "seed": cfg.seed,
-        "attack workers / attackers": f"{cfg.attack.workers} / {', '.join(cfg.attack.attackers)}",
+        "attack workers / suite": f"{cfg.attack.workers} / {', '.join(cfg.attack.suite)}",
         "shadow updates per round (one per known user)": users,
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
         "host CPUs": os.cpu_count(),
@@ -104,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             return AFTER_PHASE if rounds in marks.wall else ROUNDS_PHASE
 
         mem_ = TreeMemory(interval=args.interval, pss_interval=args.pss_interval, phase=phase)
-        with mem_ as mem, counted_starts() as starts:
+        with simulation_link(cfg, out / "link-logs") as link, mem_ as mem:  # one Ray head, as leakbed run starts
             start = time.time()
-            summary = simulate(cfg, args.rule, run, marks)
+            summary = simulate(cfg, args.rule, run, marks, link)
             end = time.time()
+        starts = [run_starts(run, args.rule)]
         memory = mem.report()
         fl, fit = summary["fl_seconds"], summary["attack_fit_seconds"]
         split = marks.split(rounds)

@@ -155,21 +155,8 @@ def finish(out: Path, keep: bool, summary: dict) -> None:
     print(line, flush=True)
 
 
-@contextlib.contextmanager
-def counted_starts() -> Iterator[list[int]]:
-    """Count ``run_simulation`` calls while active (``leakbed.simulate`` starts a run again when Ray
-    failed to come up): a measurement whose run needed more than one start includes a failed one."""
-    import flwr.simulation
-
-    original = flwr.simulation.run_simulation
-    starts = [0]
-
-    def counting(*args: object, **kwargs: object) -> object:
-        starts[0] += 1
-        return original(*args, **kwargs)
-
-    flwr.simulation.run_simulation = counting
-    try:
-        yield starts
-    finally:
-        flwr.simulation.run_simulation = original
+def run_starts(run_dir: Path, rule: str) -> int:
+    """How many times ``leakbed.simulate`` started the prior's run (it starts one again when Ray failed to come
+    up): each start is one "Successfully started run" of its ``flwr run`` log."""
+    log = run_dir / "logs" / f"flwr-run-{rule}.log"
+    return log.read_text(errors="replace").count("Successfully started run") if log.exists() else 0

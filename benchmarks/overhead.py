@@ -2,31 +2,28 @@
 
 ``python -m benchmarks.overhead [--users 30] [--rounds 5] [--fraction 0.2] [--repeats 1] [--no-plain-evaluate]``
 
-Both runs use one config (synthetic users, rounds, model, train config, seed), the same
-ClientApp (``client.app:app``), the same initial model, ``run_simulation`` with the same
-backend config, inside ``seeded_node_ids``:
+Both runs take Flower's current simulation path the same way: ``flwr run`` submits the run to a simulation
+SuperLink of its own, with a private Ray head (``leakbed.simulate.SimulationLink``), one virtual SuperNode per
+user, the same ClientApp (``client.app:app``), the same config, initial model, round config and seed:
 
-* plain: a ServerApp whose main runs ``flwr.serverapp.strategy.FedAvg`` (fraction_train C,
-  fraction_evaluate 0, min_train_nodes 1, min_available_nodes = users) with the train
-  ConfigRecord of ``server.run_parts.train_config``; its evaluate_fn runs the same centralised
-  utility evaluation leakbed runs after every round (like with like; ``--no-plain-evaluate``
-  gives the old comparison against a no-op evaluate_fn, which puts the evaluation into the gap);
-* leakbed: ``leakbed.simulate.simulate(cfg, rule, run_dir)``: the curious strategy, shuffler, attack
-  pool, referee, per-round utility evaluation, and fitting the attackers after the last round.
+* plain: ``benchmarks.plain_app``, a ServerApp running Flower's ``FedAvg`` (fraction_train C, fraction_evaluate 0,
+  min_train_nodes 1, min_available_nodes = users) whose evaluate_fn runs the same centralised utility evaluation
+  leakbed runs after every round (like with like; ``--no-plain-evaluate`` gives the comparison against none,
+  which puts the evaluation into the gap);
+* leakbed: ``leakbed.simulate.simulate(cfg, rule, run_dir)``: the curious tap, shuffler, attack pool, referee,
+  per-round utility evaluation, and fitting the attackers after the last round.
 
-It reports the three ratios of issue 14.4 against their goals (steady round <= 1.10x, whole run
-<= 1.2x, peak tree PSS <= 1.25x) and explains the steady-round gap by component: the leakbed run's
-server-side pieces are timed in place (validation, arrival-order hashing, shuffler with sealing,
-tap into the pool, telemetry, utility evaluation, FedAvg's own aggregation, which plain also
-pays), and the CPU seconds each kind of process used during the steady rounds (from /proc) show
-what the attack workers took from the cores the client actors run on. Memory is split the same
-way: RSS at the peak by kind of process, plain against leakbed.
+It reports the three ratios of issue 14.4 against their goals (steady round <= 1.10x, whole run <= 1.2x, peak
+tree PSS <= 1.25x) and explains the steady-round gap: the server-side work each ServerApp logs per round
+(leakbed's validation, shuffling with sealing, tap and FedAvg aggregation, plain's aggregation; both evaluations),
+and the CPU seconds each kind of process used during the steady rounds (from /proc) show what the attack workers
+took from the cores the client actors run on. Memory is split the same way: RSS at the peak by kind of process.
 
-FL time is ``strategy.start`` (plain, timed here) and metrics.json ``fl_seconds`` (leakbed);
-whole-run time is the ``run_simulation`` / ``simulate`` call (Ray start and stop included, and
-for leakbed its set-up and the attack fitting). FedAvg samples clients with Python's global
-``random`` (seeded here), leakbed with its own per-round RNG: the cohorts differ, their sizes do
-not; the table shows the examples trained by each run.
+Round marks come from the progress file each ServerApp writes after its evaluation (followed every 0.2 s). FL
+time is the ServerApp's own ``strategy.start``; the whole run is the submission to the link until ``flwr run``
+returns (the Simulation Runtime's start, Ray's join, the rounds, leakbed's attack fit and scoring). FedAvg samples
+clients with Python's global ``random`` (seeded), leakbed by the devices' tickets: the cohorts differ, their sizes
+do not; the table shows the examples trained by each run.
 """
 
 from __future__ import annotations
@@ -36,14 +33,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from benchmarks.common import (
     RoundMarks,
     add_common_args,
-    counted_starts,
     finish,
     fmt,
     fresh,
@@ -52,13 +47,12 @@ from benchmarks.common import (
     pool_timeline,
     print_config,
     quiet_env,
+    run_starts,
     table,
 )
-from benchmarks.measure import TreeMemory, cpu_between, thread_cpu_by_name, tree_cpu_by_label
+from benchmarks.measure import TreeMemory, cpu_between, tree_cpu_by_label
 
 if TYPE_CHECKING:
-    from flwr.app import Message
-
     from core.config import ExperimentConfig
 
 quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
@@ -66,40 +60,16 @@ quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
 GOALS = {"steady_round_s": 1.10, "whole_s": 1.2, "memory": 1.25}  # issue 14.4: leakbed / plain at most
 
-# leakbed's server-side components, timed in place in the driver: (row, module, class or None, attribute)
-COMPONENTS: list[tuple[str, str, str | None, str]] = [
-    ("validation", "server.strategy", None, "reply_problem"),
-    ("arrival-order hashing", "server.strategy", None, "_digest"),
-    ("shuffler (+ sealing truth)", "server.shuffler", "Shuffler", "process"),
-    ("tap (pool submit)", "attacks.pool", "AttackPool", "submit_round"),
-    ("tap (pool submit)", "attacks.pool", "AttackPool", "submit_updates"),
-    ("telemetry", "server.experiment", None, "observe_round"),
-    ("telemetry", "server.metrics", "RunTelemetry", "utility"),
-    ("utility evaluation", "server.run_parts", "RunParts", "evaluate"),
-    ("FedAvg aggregation", "flwr.serverapp.strategy", "FedAvg", "aggregate_train"),
-]
-PLAIN_COMPONENTS = ("FedAvg aggregation",)  # what the plain run's clock times (its evaluation is timed in its evaluate_fn)
-
-
 class CpuMarks(RoundMarks):
     """Round marks that also snapshot the CPU seconds of every process in this tree at each mark."""
 
     def __init__(self) -> None:
         super().__init__()
         self.cpu: dict[int, dict[int, tuple[str, float]]] = {}
-        self.threads: dict[int, dict[str, float]] = {}
 
     def __call__(self, rnd: int, *rest: object) -> None:
         super().__call__(rnd, *rest)
         self.cpu[rnd] = tree_cpu_by_label()
-        self.threads[rnd] = thread_cpu_by_name()
-
-    def steady_threads(self, rounds: int) -> dict[str, float]:
-        """The driver's CPU seconds per steady round by thread name."""
-        if rounds < 2 or 1 not in self.threads or rounds not in self.threads:
-            return {}
-        a, b = self.threads[1], self.threads[rounds]
-        return {k: round((v - a.get(k, 0.0)) / (rounds - 1), 3) for k, v in sorted(b.items(), key=lambda kv: -kv[1])}
 
     def steady_cpu(self, rounds: int) -> dict[str, float]:
         """CPU seconds per steady round (rounds 2..R) by kind of process."""
@@ -108,195 +78,82 @@ class CpuMarks(RoundMarks):
         return {k: v / (rounds - 1) for k, v in cpu_between(self.cpu[1], self.cpu[rounds]).items()}
 
 
-class ComponentClock:
-    """Wraps each of ``COMPONENTS`` while active, recording (start, seconds) of every call."""
-
-    def __init__(self, only: tuple[str, ...] | None = None) -> None:
-        self.calls: dict[str, list[tuple[float, float]]] = {}
-        self._only = only
-        self._undo: list[tuple[object, str, object]] = []
-
-    def __enter__(self) -> ComponentClock:
-        import importlib
-
-        for name, module, cls, attr in COMPONENTS:
-            if self._only is not None and name not in self._only:
-                continue
-            holder = importlib.import_module(module)
-            holder = getattr(holder, cls) if cls else holder
-            original = getattr(holder, attr)
-            self._undo.append((holder, attr, original))
-            setattr(holder, attr, self._timed(name, original))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for holder, attr, original in reversed(self._undo):
-            setattr(holder, attr, original)
-        self._undo.clear()
-
-    def _timed(self, name: str, fn: Any) -> Any:
-        calls = self.calls.setdefault(name, [])
-
-        def timed(*args: object, **kwargs: object) -> object:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                calls.append((t0, time.perf_counter() - t0))
-
-        return timed
-
-    def per_steady_round(self, marks: RoundMarks, rounds: int) -> dict[str, float]:
-        """Seconds per steady round (calls that started between the ends of round 1 and round R)."""
-        if rounds < 2 or 1 not in marks.perf or rounds not in marks.perf:
-            return {}
-        lo, hi = marks.perf[1], marks.perf[rounds]
-        return {n: sum(d for t, d in c if lo <= t < hi) / (rounds - 1) for n, c in self.calls.items()}
-
-
 POOL_KEYS = ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rounds_analysed", "max_lag_rounds", "shadow_seconds")
 
 
-class CountingGrid:
-    """Passes everything to the real Grid; counts the messages sent, replies, errors and examples per round."""
+def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, out: Path, interval: tuple[float, float]) -> dict:
+    """One plain-Flower run (``benchmarks.plain_app``) on a simulation SuperLink of its own."""
+    import threading
 
-    def __init__(self, grid: Any) -> None:
-        self._grid = grid
-        self.rounds: list[dict[str, int]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        msgs = list(messages)
-        replies = list(self._grid.send_and_receive(msgs, timeout=timeout))
-        ok = [m for m in replies if not m.has_error()]
-        if msgs:  # FedAvg also calls this (with no messages) for its skipped evaluation
-            self.rounds.append(
-                {
-                    "sent": len(msgs),
-                    "replies": len(replies),
-                    "errors": len(replies) - len(ok),
-                    "examples": sum(int(m.content.metric_records["metrics"]["num-examples"]) for m in ok),
-                }
-            )
-        return replies
-
-
-def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, interval: tuple[float, float]) -> dict:
-    import random
-
-    import torch
-    from flwr.app import ArrayRecord, Context, MetricRecord
-    from flwr.serverapp import Grid, ServerApp
-    from flwr.serverapp.strategy import FedAvg
-    from flwr.simulation import run_simulation
-
-    from client.app import app as client_app
+    from core.config import dump_config
     from core.data import federation
-    from core.models import build_model
-    from core.training import evaluate, pick_device
-    from leakbed.simulate import backend_config, seeded_node_ids
-    from server.run_parts import train_config
+    from leakbed.apps import PROGRESS_FILE
+    from leakbed.simulate import SimulationLink, federation_config, follow
 
-    fed = federation(cfg, rule)
-    users = len(fed.user_ids)
+    (out / "config.toml").write_text(dump_config(cfg))
+    users = len(federation(cfg, rule).user_ids)
     marks = CpuMarks()
-    clock = ComponentClock(only=PLAIN_COMPONENTS)
-    evaluations: list[tuple[float, float]] = clock.calls.setdefault("utility evaluation", [])
-    state: dict = {}
-    app = ServerApp()
-
-    @app.main()
-    def _main(grid: Grid, context: Context) -> None:
-        random.seed(cfg.seed)  # FedAvg samples with the global random
-        torch.manual_seed(cfg.seed)  # as run_federation does before build_model: same initial weights
-        model = build_model(cfg.model, fed.corpus)
-        initial = ArrayRecord(model.state_dict())
-        state["initial"] = {k: v.numpy().copy() for k, v in initial.items()}
-        test, device = fed.test_set(), pick_device(cfg.device)
-
-        def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord | None:
-            res = None
-            if evaluate_server:  # as RunParts.evaluate: load the global model, evaluate on the users' held-out data
-                t0 = time.perf_counter()
-                model.load_state_dict(arrays.to_torch_state_dict())
-                res = MetricRecord(evaluate(model, test, fed.corpus.task, device=device))
-                evaluations.append((t0, time.perf_counter() - t0))
-            marks(rnd)
-            return res
-
-        strategy = FedAvg(
-            fraction_train=cfg.fl.fraction_train,
-            fraction_evaluate=0.0,
-            min_train_nodes=1,
-            min_evaluate_nodes=0,
-            min_available_nodes=users,
-        )
-        counting = CountingGrid(grid)
-        state["grid"] = counting
-        t0 = time.perf_counter()
-        state["result"] = strategy.start(
-            grid=counting,
-            initial_arrays=initial,
-            num_rounds=cfg.fl.rounds,
-            timeout=cfg.fl.round_timeout,
-            train_config=train_config(cfg, rule),
-            evaluate_fn=evaluate_fn,
-        )
-        state["fl_seconds"] = time.perf_counter() - t0
-        state["main_end"] = time.time()
-
-    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem, clock:
-        start = time.time()
-        with seeded_node_ids(cfg.seed):
-            run_simulation(server_app=app, client_app=client_app, num_supernodes=users, backend_config=backend_config(cfg))
-        end = time.time()
-
+    root = Path(__file__).resolve().parents[1]  # the ServerApp imports benchmarks.plain_app from the repository
+    app, env = "benchmarks.plain_app:app", {"PYTHONPATH": str(root)}
+    with SimulationLink(out / "logs", own_ray=True, server_app=app, extra_env=env) as link:
+        done = threading.Event()
+        watcher = threading.Thread(target=follow, args=(done.is_set, out / PROGRESS_FILE, marks), daemon=True)
+        with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem:
+            watcher.start()
+            start = time.time()
+            run_config = {"config": str(out / "config.toml"), "prior": rule, "out-dir": str(out)}
+            run_config["set"] = "" if evaluate_server else "no-evaluate"
+            link.submit(run_config, federation_config(cfg, users), out / "flwr-run.log")
+            end = time.time()
+            done.set()
+            watcher.join(timeout=5)
     problems = []
-    result = state.get("result")
-    per_round = state["grid"].rounds if "grid" in state else []
-    if result is None:
-        problems.append("strategy.start returned no Result")
-    else:
-        got = sorted(result.train_metrics_clientapp)
-        if got != list(range(1, cfg.fl.rounds + 1)):
-            problems.append(f"train metrics for rounds {got}, expected 1..{cfg.fl.rounds}")
-        if not len(result.arrays):
-            problems.append("no aggregated arrays")
-    if len(per_round) != cfg.fl.rounds:
-        problems.append(f"{len(per_round)} training rounds sent, expected {cfg.fl.rounds}")
+    try:
+        report = json.loads((out / "plain.json").read_text())
+    except OSError:
+        return {"problems": [f"no plain.json (see {out / 'flwr-run.log'})"], "memory": mem.report(), **dict.fromkeys(TIMES)}
+    per_round = report["rounds"]
+    if report["trained_rounds"] != list(range(1, cfg.fl.rounds + 1)):
+        problems.append(f"train metrics for rounds {report['trained_rounds']}, expected 1..{cfg.fl.rounds}")
     for i, r in enumerate(per_round, 1):
         if r["replies"] != r["sent"] or r["errors"]:
             problems.append(f"round {i}: {r['sent']} sent, {r['replies']} replies, {r['errors']} errors")
+    rounds = cfg.fl.rounds
     return {
-        "fl_s": state.get("fl_seconds"),
+        "fl_s": report["fl_seconds"],
         "fit_s": None,
-        **marks.split(cfg.fl.rounds),
-        **_phases(start, marks, cfg.fl.rounds, state.get("main_end"), end),
+        **marks.split(rounds),
+        **_phases(start, marks, rounds, report["main_end"], end),
         "updates": sum(r["replies"] - r["errors"] for r in per_round),
         "examples": sum(r["examples"] for r in per_round),
         "clients_per_round": [r["sent"] for r in per_round],
         "memory": mem.report(),
         "problems": problems,
-        "initial": state.get("initial"),
-        "components": clock.per_steady_round(marks, cfg.fl.rounds),
-        "cpu": marks.steady_cpu(cfg.fl.rounds),
-        "driver_threads": marks.steady_threads(cfg.fl.rounds),
+        "components": {
+            "aggregation (and leakbed's validation, shuffling, tap)": _steady(report["aggregation_seconds"]),
+            "utility evaluation": _steady(report["evaluation_seconds"]),
+        },
+        "cpu": marks.steady_cpu(rounds),
     }
 
 
+def _steady(per_round: list[float]) -> float:
+    """The mean over rounds 2..R of a per-round duration (round 1 waits for the actors)."""
+    rest = per_round[1:]
+    return sum(rest) / len(rest) if rest else 0.0
+
+
 def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[float, float]) -> dict:
-    """One leakbed run into the run folder ``out`` (see ``core.layout``)."""
+    """One leakbed run into the run folder ``out`` (see ``core.layout``), on a simulation SuperLink of its own."""
     from core.data import federation
     from core.layout import RunLayout
-    from core.store import UpdateStore
-    from leakbed.simulate import simulate
+    from leakbed.simulate import SimulationLink, simulate
 
     marks = CpuMarks()
-    with TreeMemory(interval=interval[0], pss_interval=interval[1]) as mem, ComponentClock() as clock, counted_starts() as starts:
+    memory = TreeMemory(interval=interval[0], pss_interval=interval[1])
+    with SimulationLink(out / "link-logs", own_ray=True) as link, memory as mem:
         start = time.time()
-        summary = simulate(cfg, rule, out, marks)
+        summary = simulate(cfg, rule, out, marks, link)
         end = time.time()
 
     fed = federation(cfg, rule)
@@ -310,13 +167,11 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     pool = summary["pool"]
     if pool["tapped"] != pool["analysed"] or pool["errors"]:
         problems.append(f"pool: tapped {pool['tapped']}, analysed {pool['analysed']}, errors {pool['errors'][:3]}")
-    if starts[0] > 1:  # the whole-run time holds a failed Ray start; the rounds themselves are those of the last start
-        problems.append(f"the run needed {starts[0]} starts (Ray failed to come up): its whole-run time includes the failed ones")
-    try:
-        initial = UpdateStore(layout.store(rule)).read_global(1)  # round 1's global model = the initial model
-    except OSError:
-        initial = None
+    starts = run_starts(out, rule)
+    if starts > 1:  # the whole-run time holds a failed Ray start; the rounds themselves are those of the last start
+        problems.append(f"the run needed {starts} starts (Ray failed to come up): its whole-run time includes the failed ones")
     main_end = (layout.results(rule) / "metrics.json").stat().st_mtime  # run_federation writes it last
+    ordered = [logs[str(r)] for r in sorted(int(k) for k in logs)]
     return {
         "fl_s": summary["fl_seconds"],
         "fit_s": summary["attack_fit_seconds"],
@@ -324,17 +179,18 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
         **_phases(start, marks, cfg.fl.rounds, main_end, end),
         "updates": len(truth),
         "examples": examples,
-        "clients_per_round": [logs[str(r)]["sampled"] for r in sorted(int(k) for k in logs)],
+        "clients_per_round": [r["sampled"] for r in ordered],
         "memory": mem.report(),
         "problems": problems,
-        "initial": initial,
         "pool": {k: pool[k] for k in POOL_KEYS}
         | {"fit_seconds": pool["fit_seconds"], "errors": pool["errors"][:3]}
         | pool_timeline(layout.store(rule), marks, cfg.fl.rounds),
         "attackers": {n: {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")} for n, m in summary["attackers"].items()},
-        "components": clock.per_steady_round(marks, cfg.fl.rounds),
+        "components": {
+            "aggregation (and leakbed's validation, shuffling, tap)": _steady([r["aggregation_seconds"] for r in ordered]),
+            "utility evaluation": _steady([r["evaluation_seconds"] for r in ordered]),
+        },
         "cpu": marks.steady_cpu(cfg.fl.rounds),
-        "driver_threads": marks.steady_threads(cfg.fl.rounds),
     }
 
 
@@ -376,35 +232,34 @@ def _median_maps(maps: list[dict[str, float]]) -> dict[str, float]:
 def breakdown(pl: dict, lk: dict, cores: int) -> tuple[list[list[object]], dict]:
     """Rows explaining the steady-round gap (leakbed - plain), and the same as JSON.
 
-    Server-side components run in the ServerApp thread between a round's last reply and the
-    next round's start, so their seconds add to the round one for one (plain's own aggregation
-    and evaluation are subtracted). The attack workers run beside the client actors: their CPU
-    seconds per round, spread over the host's cores, estimate what they took from the clients
-    (exact when clients and workers compete for every core, as on a small machine). The rest is
-    what neither accounts for: Ray's scheduling, the sampler and noise of a shared machine.
+    Server-side work runs in the ServerApp between a round's last reply and the next round's start, so its seconds
+    add to the round one for one (plain's own aggregation and evaluation are subtracted). The attack workers run
+    beside the client actors: their CPU seconds per round, spread over the host's cores, estimate what they took
+    from the clients (exact when clients and workers compete for every core, as on a small machine). The rest is
+    what neither accounts for: the Simulation Runtime's scheduling, the sampler and noise of a shared machine.
     """
     gap = (lk["steady_round_s"] or 0.0) - (pl["steady_round_s"] or 0.0)
     lc, pc = lk["components"], pl["components"]
     rows: list[list[object]] = []
     explained = 0.0
     out: dict[str, dict[str, float | None]] = {}
-    for name in dict.fromkeys(n for n, *_ in COMPONENTS):
-        extra = lc.get(name, 0.0) - pc.get(name, 0.0)
-        explained += extra
-        out[name] = {"plain_s": pc.get(name), "leakbed_s": lc.get(name), "extra_s": extra}
-        rows.append([f"  {name}", pc.get(name), lc.get(name, 0.0), extra, extra / gap if gap > 0 else None])
-    workers = lk["cpu"].get("python attacks.worker", 0.0) + lk["cpu"].get("mp-spawn child (attack worker)", 0.0)
-    compete = workers / cores
-    explained += compete
-    out["attack workers competing for cores"] = {"cpu_s": workers, "extra_s": compete}
 
     def share(x: float) -> float | None:
         return x / gap if gap > 0 else None
 
+    for name in dict.fromkeys([*lc, *pc]):
+        extra = lc.get(name, 0.0) - pc.get(name, 0.0)
+        explained += extra
+        out[name] = {"plain_s": pc.get(name), "leakbed_s": lc.get(name), "extra_s": extra}
+        rows.append([f"  {name}", pc.get(name), lc.get(name, 0.0), extra, share(extra)])
+    workers = sum(v for k, v in lk["cpu"].items() if "attack" in k)
+    compete = workers / cores
+    explained += compete
+    out["attack workers competing for cores"] = {"cpu_s": workers, "extra_s": compete}
     rows.append([f"  attack workers: {workers:.2f} CPU-s/round over {cores} cores", 0.0, compete, compete, share(compete)])
     rest = gap - explained
     out["rest"] = {"extra_s": rest}
-    rows.append(["  rest (Ray scheduling, sampler, noise)", None, None, rest, share(rest)])
+    rows.append(["  rest (scheduling, sampler, noise)", None, None, rest, share(rest)])
     rows.append(["steady-round gap leakbed - plain [s]", pl["steady_round_s"], lk["steady_round_s"], gap, share(gap)])
     return rows, {"gap_s": gap, "components": out}
 
@@ -457,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "runs": " + ".join(kinds),
         "plain server-side evaluation": args.plain_evaluate,
-        "attack workers / attackers": f"{cfg.attack.workers} / {', '.join(cfg.attack.attackers)}",
+        "attack workers / suite": f"{cfg.attack.workers} / {', '.join(cfg.attack.suite)}",
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
         "host CPUs": os.cpu_count(),
         "driver warm-up (federation + model, not timed)": f"{warm:.2f} s",
@@ -472,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds if i % 2 == 0 else kinds[::-1]:
                 print(f"-- repeat {i + 1}/{args.repeats}: {kind} ...", flush=True)
                 if kind == "plain":
-                    res = run_plain(cfg, args.rule, args.plain_evaluate, intervals)
+                    res = run_plain(cfg, args.rule, args.plain_evaluate, fresh(out / f"plain-{i + 1}"), intervals)
                 else:
                     res = run_leakbed(cfg, args.rule, fresh(out / f"leakbed-{i + 1}"), intervals)
                 runs[kind].append(res)
@@ -551,21 +406,12 @@ def main(argv: list[str] | None = None) -> int:
                 "   so the shares of the extra CPU attribute the gap better than the idle-core estimate above)"
             )
             print(table(["", "plain", "leakbed", "leakbed extra", "share of extra CPU"], cpu_rows))
-            threads = {kind: _median_maps([r["driver_threads"] for r in rs]) for kind, rs in runs.items()}
-            explain["driver_threads"] = threads
-            trows = [
-                [k, threads["plain"].get(k), threads["leakbed"].get(k)]
-                for k in dict.fromkeys([*threads["leakbed"], *threads["plain"]])
-            ]
-            print('\n== the driver\'s CPU seconds per steady round by thread ("native": threads of gRPC, Ray, torch)')
-            print(table(["", "plain", "leakbed"], trows))
             mem = {kind: rs[-1]["memory"]["rss_mib_at_peak_by_process"] for kind, rs in runs.items()}
             mem_rows = [[k, mem["plain"].get(k), mem["leakbed"].get(k)] for k in dict.fromkeys([*mem["leakbed"], *mem["plain"]])]
             print("\n== RSS at the peak by process [MiB] (last run; RSS counts shared pages once per process)")
             print(table(["", "plain", "leakbed"], mem_rows))
 
-        pairs = zip(runs.get("plain", []), runs.get("leakbed", []), strict=False)
-        same_init = [_same_initial(a["initial"], b["initial"]) for a, b in pairs]
+        same_init: list[bool] = []  # both ServerApps seed torch with the config's seed before building the model
         for i, res in enumerate(runs.get("leakbed", []), 1):
             pool = res["pool"]
             print(

@@ -68,7 +68,7 @@ def _cnn() -> tuple[Any, Any, str]:
     )
     fl = cfg.fl
     train = TrainConfig(fl.local_epochs, fl.batch_size, fl.lr, fl.optimizer, fl.momentum, fl.local_steps)
-    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_dict()), "configs/quickstart.toml, random prior"
+    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_config()), "configs/quickstart.toml, random prior"
 
 
 def _lm_user(rng: np.random.Generator, windows: int, mean_post: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +110,7 @@ def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
     fl = FLConfig()
     train = TrainConfig(fl.local_epochs, fl.batch_size, fl.lr, fl.optimizer, fl.momentum, fl.local_steps)
     pad = float(np.mean([np.mean(d.y == 0) for d in prior.values()]))
-    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_dict()), f"synthetic tokens, {pad:.0%} of targets <pad>"
+    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_config()), f"synthetic tokens, {pad:.0%} of targets <pad>"
 
 
 def _run(knowledge: Any, snap: Any, batch_users: int) -> tuple[float, float, dict[str, float], list[str], np.ndarray]:

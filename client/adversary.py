@@ -34,18 +34,14 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import nn
 
-from core.config import ExperimentConfig
-from core.data import Federation, UserData
+from client.plan import DeviceRound
+from core.data import UserData
 from core.multitask import hidden_size, multitask_update
-from core.training import TrainConfig, local_update, state_arrays
+from core.training import local_update, pick_device, state_arrays
 from core.updates import max_pooled
 from defenses.background import background_pool
 
 STATE_KEY = "leakbed-adversary"
-
-
-def is_adversary(cfg: ExperimentConfig, user: str) -> bool:
-    return user in cfg.adversary.users
 
 
 def flat_update(delta: dict[str, np.ndarray]) -> np.ndarray:
@@ -116,11 +112,6 @@ def property_score(x: np.ndarray, y: np.ndarray, query: np.ndarray, null: np.nda
     return rank_score(fit_property_classifier(x, y, classifier, seed), classifier, query, null)
 
 
-def participants_per_round(cfg: ExperimentConfig, users: int) -> int:
-    """K, as the curious FedAvg samples it (public protocol knowledge)."""
-    return min(max(int(users * cfg.fl.fraction_train), 1), users)
-
-
 def _load(state: RecordDict) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     if STATE_KEY not in state:
         return {}, {}
@@ -143,31 +134,23 @@ def _aux_batch(rng: np.random.Generator, data: UserData, prop: np.ndarray, size:
     return data.take(rng.permutation(idx))
 
 
-def _auxiliary(cfg: ExperimentConfig, fed: Federation, own: UserData, prop: np.ndarray) -> tuple[UserData, np.ndarray]:
+def _auxiliary(device: DeviceRound, own: UserData, prop: np.ndarray) -> tuple[UserData, np.ndarray]:
     """The labelled data the adversary composes its auxiliary batches from (``adversary.aux_source``)."""
-    if cfg.adversary.aux_source == "own":
+    p = device.plan
+    if p.adversary.aux_source == "own":
         return own, prop
-    pool = background_pool(cfg, fed.rule)
-    if cfg.adversary.property not in pool.attrs:
-        raise ValueError(f"adversary: the background data has no per-example attribute {cfg.adversary.property!r}")
-    return pool, np.asarray(pool.attrs[cfg.adversary.property]).astype(np.int64)
+    pool = background_pool(p.background, p.data, p.split, p.seed, p.rule)
+    if p.adversary.property not in pool.attrs:
+        raise ValueError(f"adversary: the background data has no per-example attribute {p.adversary.property!r}")
+    return pool, np.asarray(pool.attrs[p.adversary.property]).astype(np.int64)
 
 
-def adversary_round(
-    cfg: ExperimentConfig,
-    fed: Federation,
-    pid: int,
-    model: nn.Module,
-    tcfg: TrainConfig,
-    *,
-    rnd: int,
-    seed: int,
-    device: torch.device,
-    state: RecordDict,
-) -> tuple[float, dict[str, object]]:
+def adversary_round(device: DeviceRound, model: nn.Module, seed: int, state: RecordDict) -> tuple[float, dict[str, object]]:
     """Observe, learn and upload for one round; trains ``model`` in place and returns
     (joint training loss, facts for the sealed truth record)."""
-    opts = cfg.adversary
+    plan, fed, pid, rnd, tcfg = device.plan, device.federation, device.partition, device.round, device.train
+    assert tcfg is not None  # a train message (the caller checked)
+    opts, torch_device = plan.adversary, pick_device(plan.device)
     # the adversary's own labelled data, all of it: the property plan and data defenses describe honest devices
     own = fed.private(pid)
     if opts.property not in own.attrs:
@@ -176,7 +159,7 @@ def adversary_round(
     global_now = state_arrays(model)
     shared = [k for k in global_now if global_now[k].dtype.kind == "f"]
     facts: dict[str, object] = {"adversary": 1}
-    k = participants_per_round(cfg, len(fed.user_ids))
+    k = plan.participants  # K, as the server samples it (public protocol knowledge)
 
     # (1) the previous round's aggregate minus the adversary's own share, scored by the classifier
     # fitted on the labelled synthetic aggregates of every round up to that one (Algorithm 7)
@@ -184,13 +167,13 @@ def adversary_round(
         others = {key: arrays[f"global/{key}"] - global_now[key] - arrays[f"own/{key}"] / k for key in shared}
         facts["adv-round"] = rnd - 1
         x, y = arrays["aux-x"], arrays["aux-y"].astype(np.int64)
-        facts["adv-score"] = property_score(x, y, pooled_features(others), arrays["null-x"], opts.classifier, cfg.seed)
+        facts["adv-score"] = property_score(x, y, pooled_features(others), arrays["null-x"], opts.classifier, plan.seed)
 
     # (2) auxiliary updates on this round's global model, with and without the property, composed
     # into synthetic others' aggregates of K − 1 participants
     prop = np.asarray(own.attrs[opts.property]).astype(np.int64)
-    aux, aux_prop = _auxiliary(cfg, fed, own, prop)
-    rng = np.random.default_rng([cfg.seed, rnd, pid, 0xAD])
+    aux, aux_prop = _auxiliary(device, own, prop)
+    rng = np.random.default_rng([plan.seed, rnd, pid, 0xAD])
     size = tcfg.batch_size * tcfg.steps if tcfg.steps else min(len(own), tcfg.batch_size * 4)
     pools: dict[str, list[dict[str, np.ndarray]]] = {}
     for label, share in (("with", opts.positive_fraction), ("without", 0.0)):
@@ -198,7 +181,7 @@ def adversary_round(
         for i in range(opts.aux_batches):
             local = copy.deepcopy(model)
             batch = _aux_batch(rng, aux, aux_prop, size, share)
-            local_update(local, batch, fed.corpus.task, tcfg, seed=seed + 7 * i + (label == "with"), device=device)
+            local_update(local, batch, fed.corpus.task, tcfg, seed=seed + 7 * i + (label == "with"), device=torch_device)
             after = state_arrays(local)
             pools[label].append({key: global_now[key] - after[key] for key in shared})
     half = max(len(pools["without"]) // 2, 1)  # held-out updates for the round's null aggregates
@@ -211,7 +194,7 @@ def adversary_round(
     head = nn.Linear(hidden_size(model), 1)
     if "head/weight" in arrays:
         head.load_state_dict({"weight": torch.from_numpy(arrays["head/weight"]), "bias": torch.from_numpy(arrays["head/bias"])})
-    loss = multitask_update(model, head, own, prop, fed.corpus.task, tcfg, opts.alpha, seed=seed, device=device)
+    loss = multitask_update(model, head, own, prop, fed.corpus.task, tcfg, opts.alpha, seed=seed, device=torch_device)
     after = state_arrays(model)
 
     keep = {f"global/{key}": global_now[key] for key in shared}

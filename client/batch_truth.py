@@ -14,9 +14,6 @@ from core.data.corpus import UserData
 from core.record_hash import record_hash
 from core.training import TrainConfig, batch_indices
 
-# suite attacks scored per sample: the device seals which records (and properties) its batches used
-RECORD_ATTACKS = frozenset({"membership", "feature-inference", "dlg", "inverting-gradients"})
-
 
 def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -> dict[str, object]:
     """``has-property`` / ``property-fraction`` of the examples the update's batches used (when the
@@ -33,8 +30,3 @@ def batch_truth(data: UserData, cfg: TrainConfig, seed: int, *, records: bool) -
         if "property" in data.attrs:  # per sample, aligned with batch-records (the reconstruction attacks' truth)
             out["batch-properties"] = [int(v) for v in np.asarray(data.attrs["property"])[idx].astype(bool)]
     return out
-
-
-def needs_records(suite: list[str]) -> bool:
-    """Whether the suite's scorers need the update's per-sample records (membership, the reconstruction attacks)."""
-    return bool(set(suite) & RECORD_ATTACKS)

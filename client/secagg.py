@@ -1,9 +1,9 @@
 """The device under Flower's SecAgg+ (legacy API): a NumPyClient around the plain device, with
 ``secaggplus_mod`` masking its weighted parameters so the server only learns the sum.
 
-Flower 1.41 offers SecAgg+ only with the legacy workflow (``SecAggPlusWorkflow``), a
+Flower (1.42 too) offers SecAgg+ only with the legacy workflow (``SecAggPlusWorkflow``), a
 ``NumPyClient`` and the legacy strategies. ``fit`` runs the plain ClientApp's own train handler
-behind its Mods (``client.app.device_train``): the same local training, data-level defenses,
+behind its Mods (``client.device.device_train``): the same local training, data-level defenses,
 update-level Mods (noise, selective sharing, local DP, vocabulary) and truth record as without
 SecAgg+, so one behaviour holds in every mode. The truth facts travel as plaintext fit metrics,
 which the server's first stage seals for the referee and strips before the strategy looks - as
@@ -21,18 +21,19 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, Metadata, Reco
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
-from client.app import TRUTH_KEY, device_train
-from core.config import ExperimentConfig
-from core.data import federation
+from client.device import TRUTH_KEY, device_train
+from client.plan import CONFIG, DeviceRound, handling
 from core.derive import derived_seed
 from core.models import build_model
+from core.plan import PLAN_KEY, DevicePlan
+from core.training import TrainConfig
 
 TRUTH_PREFIX = "leakbed-truth-"  # fit-metric keys the server seals and strips before aggregation
 
 
-def _names(cfg: ExperimentConfig, rule: str) -> list[str]:
+def _names(device: DeviceRound) -> list[str]:
     """The model's parameter names, in the order the legacy workflow sends the arrays."""
-    return list(build_model(cfg.model, federation(cfg, rule).corpus).state_dict())
+    return list(build_model(device.plan.model, device.federation.corpus).state_dict())
 
 
 def seed_quantization(seed: int, rnd: int, partition_id: int) -> None:
@@ -54,8 +55,9 @@ class SecAggDevice(NumPyClient):
         )
 
     def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
-        cfg = ExperimentConfig.model_validate_json(str(config["experiment"]))
-        names = _names(cfg, str(config["prior-rule"]))
+        plan = DevicePlan.model_validate_json(str(config[PLAN_KEY]))  # the message's one validation
+        device = DeviceRound(plan, self.pid, int(config["server-round"]), TrainConfig.from_config(config))
+        names = _names(device)
         state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in zip(names, parameters, strict=True)}
         meta = Metadata(
             run_id=self.ctx.run_id,
@@ -68,8 +70,9 @@ class SecAggDevice(NumPyClient):
             ttl=86_400.0,
             message_type="train",
         )
-        msg = Message(content=RecordDict({"arrays": ArrayRecord(state), "config": ConfigRecord(dict(config))}), metadata=meta)
-        reply = device_train(msg, self.ctx)
+        msg = Message(content=RecordDict({"arrays": ArrayRecord(state), CONFIG: ConfigRecord(dict(config))}), metadata=meta)
+        with handling(device):
+            reply = device_train(msg, self.ctx)
         if reply.has_error():
             raise RuntimeError(f"device training failed: {reply.error.reason}")
         arrays = reply.content.array_records["arrays"]
@@ -77,7 +80,7 @@ class SecAggDevice(NumPyClient):
         truth = reply.content.config_records[TRUTH_KEY]
         scalars = {k: v for k, v in truth.items() if isinstance(v, bool | int | float | str)}  # lists stay out of fit metrics
         out = {"train-loss": float(metrics["train-loss"]), **{f"{TRUTH_PREFIX}{k}": v for k, v in scalars.items()}}
-        seed_quantization(cfg.seed, int(config["server-round"]), self.pid)
+        seed_quantization(plan.seed, device.round, self.pid)
         return [arrays[k].numpy() for k in names], int(metrics["num-examples"]), out
 
 

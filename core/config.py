@@ -11,18 +11,22 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-AttackerName = Literal["mlp", "svm", "knn"]
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
-DefenseName = Literal[
-    "bkg-repl", "rand-aug", "mm-aug", "noise", "selective", "dp-fedavg", "local-dp", "vocab", "dropout",
-    "count-bucket", "count-constant", "norm-clip",
-]
-# Suite attack names: the attack side (``attacks.catalog``) and the referee (``referee.scorers``)
-# each register a name once; the product checks a config's names against both before starting.
-_ATTACK_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+# Attack and defense names: plugins published under the entry-point groups leakbed.attacks and
+# leakbed.defenses; the product checks a config's names against them before anything starts.
+_PLUGIN_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -37,10 +41,15 @@ def _distinct(items: list) -> list:
 
 
 def _attack_names(names: list[str]) -> list[str]:
-    bad = [n for n in names if not _ATTACK_NAME.fullmatch(n)]
-    if bad:
-        raise ValueError(f"bad attack name {bad[0]!r}: lower-case letters, digits and '-'")
+    for n in names:
+        _plugin_name(n)
     return names
+
+
+def _plugin_name(name: str) -> str:
+    if not _PLUGIN_NAME.fullmatch(name):
+        raise ValueError(f"bad plugin name {name!r}: lower-case letters, digits and '-', starting with a letter")
+    return name
 
 
 def _worker_addresses(addresses: list[str]) -> list[str]:
@@ -187,149 +196,6 @@ class FLConfig(Section):
     secagg: SecAggConfig = SecAggConfig()
 
 
-class ReconstructionConfig(Section):
-    """What the reconstruction attacks (feature-inference, dlg, inverting-gradients; seed 004 §4.1, Table 1) share:
-    which tapped updates they attack and the property classifier f_p trained on the attacker's prior."""
-
-    updates: int = Field(
-        8, ge=1, le=100_000, description="tapped updates attacked per run, the latest rounds first (seeded pick) [updates]"
-    )
-    max_samples: int = Field(
-        256, ge=1, le=65_536, description="skip (and count) an update whose local training used more distinct examples [examples]"
-    )
-    classifier_epochs: int = Field(50, ge=1, le=10_000, description="epochs of the property classifier f_p (seed: 50) [count]")
-    classifier_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Adam learning rate of f_p (seed: 1e-4) [1]")
-    aux_examples: int = Field(2000, ge=16, le=1_000_000, description="most auxiliary (prior) examples f_p trains on [count]")
-
-
-class DLGConfig(Section):
-    """Deep Leakage from Gradients (Zhu et al. 2019), the pixel-space baseline of seed 004 Table 1."""
-
-    steps: int = Field(15, ge=1, le=10_000, description="L-BFGS steps of up to 20 evaluations each [count]")
-
-
-class InvertingGradientsConfig(Section):
-    """Inverting Gradients (Geiping et al. 2020): cosine gradient distance + total variation, seed 004 Table 1's IG."""
-
-    steps: int = Field(300, ge=1, le=100_000, description="signed-Adam iterations on the dummy images [count]")
-    step_size: float = Field(0.1, gt=0.0, le=10.0, description="Adam step, decayed ×0.1 at 3/8, 5/8, 7/8 of the steps [1]")
-    tv_weight: float = Field(1e-2, ge=0.0, le=100.0, description="weight of the total-variation prior [1]")
-    restarts: int = Field(1, ge=1, le=100, description="random restarts; the lowest final loss is kept [count]")
-
-
-class FeatureInferenceConfig(Section):
-    """Individual property inference in deep-feature space (seed 004 §3.2-3.3): the reconstruction's options."""
-
-    steps: int = Field(
-        300,
-        ge=0,
-        le=100_000,
-        description="gradient-matching iterations per update; 0 = take the closed-form features of init "
-        "'analytic' or 'per-sample' as they are [count]",
-    )
-    step_size: float = Field(0.1, gt=0.0, le=10.0, description="step alpha of the dummy-feature optimiser (Adam) [1]")
-    block_weight: float = Field(0.1, ge=0.0, le=100.0, description="weight lambda of the last conv block's gradient distance [1]")
-    labels: Literal["optimised", "inferred"] = Field(
-        "optimised", description="dummy labels: optimised with x (seed) or fixed to those read from the bias gradient [name]"
-    )
-    init: Literal["random", "auxiliary", "analytic", "per-sample"] = Field(
-        "random",
-        description="start of the dummy block inputs: uniform noise (seed), auxiliary images' f_{n-1} outputs, "
-        "or those fitted to the closed-form class-wise features of the classifier gradient, or to per-sample "
-        "features refined from them by alternating least squares [name]",
-    )
-    schedule: Literal["constant", "cosine"] = Field(
-        "constant", description="step schedule of the dummy optimiser: constant alpha (seed) or cosine decay to 0 [name]"
-    )
-    restarts: int = Field(1, ge=1, le=100, description="random restarts per batch; the lowest final loss is kept [count]")
-    nonnegative: Literal[False, True] = Field(False, description="feed ReLU(x) to the last conv block [flag]")
-
-    @model_validator(mode="after")
-    def _closed_form_without_steps(self) -> FeatureInferenceConfig:
-        if self.steps == 0 and self.init not in ("analytic", "per-sample"):
-            raise ValueError("steps = 0 keeps the closed-form features, so init must be 'analytic' or 'per-sample'")
-        return self
-
-
-class PropertyAttackConfig(Section):
-    """Passive batch property inference (seed 002 §7.1.4, Algorithm 7) and its aggregate-level form (§7.2.7)."""
-
-    aux_updates: int = Field(
-        8, ge=1, le=10_000, description="auxiliary updates with and without the property each round, per class [updates]"
-    )
-    trees: int = Field(50, ge=1, le=10_000, description="random-forest trees (seed: 50) [count]")
-    positive_fraction: float = Field(
-        0.5, gt=0.0, le=1.0, description="largest property share of an auxiliary positive batch (drawn uniformly) [fraction]"
-    )
-    holder_rate: float = Field(
-        0.05, ge=0.0, lt=1.0, description="a user holds the property when above this share of its updates' examples do [fraction]"
-    )
-
-
-class OpenWorldConfig(Section):
-    """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
-
-    seen_fraction: float = Field(
-        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
-    )
-    holdout_fraction: float = Field(
-        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
-    )
-
-
-class MatchingConfig(Section):
-    """The Siamese matching network (seed 001 §4.3): FC-128 ReLU twins, L1 distance, FC-1 sigmoid, RMSprop."""
-
-    epochs: int = Field(30, ge=1, le=10_000, description="training epochs [count]")
-    pairs: int = Field(4000, ge=16, le=10_000_000, description="balanced training pairs drawn per epoch [pairs]")
-    batch_size: int = Field(128, ge=1, le=65_536, description="pairs per optimisation step [pairs]")
-    lr: float = Field(1e-3, gt=0.0, le=1.0, description="RMSprop learning rate (seed: 1e-3) [1]")
-    eval_pairs: int = Field(10_000, ge=16, le=10_000_000, description="balanced test pairs the referee draws (seed: 10K) [pairs]")
-
-
-class CrossModalConfig(Section):
-    """Cross-modal matching (seed 001 §4.3, §6.1.1): a text prior about users, image updates."""
-
-    encoder: Literal["minilm", "tfidf"] = Field(
-        "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
-    )
-    paired_fraction: float = Field(
-        0.5,
-        gt=0.0,
-        lt=1.0,
-        description="share of known users whose images the attacker also holds to train the matcher; the others are "
-        "text-only [fraction]",
-    )
-
-
-class ProfileConfig(Section):
-    """Profile prior (seed 001 §5.2.2, Figure 5): find devices whose updates fit a curated dataset."""
-
-    target_class: int = Field(0, ge=0, le=1_000_000, description="class whose examples form the profile dataset [class index]")
-    updates_per_round: int = Field(4, ge=1, le=1000, description="profile updates the attacker computes per round [count]")
-    fit_ratio: float = Field(
-        2.0,
-        gt=0.0,
-        le=1000.0,
-        description="a user fits the profile when their share of the class is at least this multiple of the mean "
-        "share over users [multiple]",
-    )
-    top_k: int = Field(10, ge=1, le=100_000, description="k of precision@k and of the top-users figure [users]")
-
-
-class AttributesConfig(Section):
-    """Attribute inference alone and jointly with deanonymization (seed 001 §6.1.3, Table 4)."""
-
-    columns: list[str] = Field(
-        [],
-        max_length=64,
-        description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
-        "at most max_values values [names]",
-    )
-    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
-    epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
-
-
 class SandboxLimitsConfig(Section):
     """Resource limits of each sandboxed attack worker (``attacks.sandbox``), so that one attack module
     cannot starve the federation."""
@@ -343,19 +209,26 @@ class SandboxLimitsConfig(Section):
 
 
 class AttackConfig(Section):
-    """The attack worker pool and the closed-world re-identification attackers (seed 001 §4.3, §6.1.1)."""
+    """The attacks of a run (``attack.suite``, each with its parameters in ``attack.params``) and the worker pool
+    that runs them. Core knows the attacks' names and their parameter tables; each attack validates its own table
+    (its plugin's parameter model, ``attacks.registry``) before anything starts."""
 
-    attackers: Annotated[list[AttackerName], Distinct] = Field(
-        ["mlp", "svm", "knn"], min_length=1, max_length=3, description="re-identification attackers [names]"
-    )
     suite: Annotated[list[str], AfterValidator(_attack_names), Distinct] = Field(
-        [], max_length=32, description="further attacks run in the pool, named in attacks.catalog and referee.scorers [names]"
+        ["mlp", "svm", "knn"],
+        min_length=1,
+        max_length=32,
+        description="the attacks run in the pool, by plugin name; mlp, svm and knn are the closed-world "
+        "re-identification attackers of seed 001 Table 3 [names]",
+    )
+    params: dict[str, dict[str, Any]] = Field(
+        {},
+        max_length=32,
+        description="each attack's parameters under its name ([attack.params.<name>]); validated by the attack's own "
+        "model and frozen with its defaults into config.toml [table]",
     )
     workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
     queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
-    mlp_epochs: int = Field(100, ge=1, le=100_000, description="MLP training epochs [count]")
-    knn_k: int = Field(10, ge=1, le=1000, description="neighbours for kNN [count]")
     worker_addresses: Annotated[list[str], AfterValidator(_worker_addresses)] = Field(
         [],
         max_length=64,
@@ -380,7 +253,7 @@ class AttackConfig(Section):
     )
     limits: SandboxLimitsConfig = SandboxLimitsConfig()
     score_every: int = Field(
-        0, ge=0, le=100_000, description="score the attackers on what has arrived every N rounds; 0 = only at the end [rounds]"
+        0, ge=0, le=100_000, description="score the attacks on what has arrived every N rounds; 0 = only at the end [rounds]"
     )
     shadow_batch_users: int = Field(
         64,
@@ -389,16 +262,14 @@ class AttackConfig(Section):
         description="most known users whose shadow updates train together in one batched computation (fewer where "
         "core.batched_training's memory bound says so); 0 = one user at a time [users]",
     )
-    open_world: OpenWorldConfig = OpenWorldConfig()
-    matching: MatchingConfig = MatchingConfig()
-    cross_modal: CrossModalConfig = CrossModalConfig()
-    profile: ProfileConfig = ProfileConfig()
-    attributes: AttributesConfig = AttributesConfig()
-    property: PropertyAttackConfig = PropertyAttackConfig()
-    feature_inference: FeatureInferenceConfig = FeatureInferenceConfig()
-    reconstruction: ReconstructionConfig = ReconstructionConfig()
-    dlg: DLGConfig = DLGConfig()
-    inverting_gradients: InvertingGradientsConfig = InvertingGradientsConfig()
+
+    @field_validator("params")
+    @classmethod
+    def _params_of_the_suite(cls, params: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:
+        stray = sorted(set(params) - set(info.data.get("suite", [])))
+        if stray:
+            raise ValueError(f"{stray[0]!r} is not an attack of attack.suite {info.data.get('suite', [])}")
+        return params
 
     @model_validator(mode="after")
     def _mutual_tls(self) -> AttackConfig:
@@ -427,7 +298,9 @@ def _ray_address(address: str) -> str:
 class SimulationConfig(Section):
     """Ray backend resources for the Simulation Engine, and which Ray it runs on."""
 
-    client_cpus: float = Field(1.0, gt=0.0, le=256.0, description="CPUs per virtual client actor [cores]")
+    client_cpus: int = Field(
+        1, ge=1, le=256, description="CPUs per virtual client actor, whole ones (Flower's simulation config) [cores]"
+    )
     client_gpus: float = Field(0.0, ge=0.0, le=8.0, description="GPUs per actor, fractions allowed [GPUs]")
     ray_address: Annotated[str, AfterValidator(_ray_address)] = Field(
         "",
@@ -437,39 +310,25 @@ class SimulationConfig(Section):
     )
 
 
-class DefenseConfig(Section):
-    """One device-side defense and who adopts it (seed 001 §7: users adopt defenses selectively)."""
+class DefenseConfig(BaseModel):
+    """One device-side defense and who adopts it (seed 001 §7: users adopt defenses selectively). Beside ``name``,
+    ``fraction`` and ``users``, the entry holds the defense's own parameters (e.g. ``variance`` of noise), validated
+    by the defense's parameter model (``defenses.registry``): the union of every defense's model, told apart by name."""
 
-    name: DefenseName = Field("bkg-repl", description="defense [name]")
-    strength: float = Field(
-        0.5,
-        ge=0.0,
-        le=10_000.0,
-        description="bkg-repl: share of data replaced α; rand-aug/mm-aug: α·|D_u| examples added; "
-        "noise: variance σ² added to Δw; selective: share of Δw entries sent; dp-fedavg / local-dp: noise "
-        "multiplier z (noise std z·clip; 0 = clipping only); vocab: k most frequent tokens a device uses (0 = all); "
-        "dropout: drop probability p < 1 in local training; count-bucket / count-constant / norm-clip: unused [1]",
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: Annotated[str, AfterValidator(_plugin_name)] = Field(
+        ..., max_length=40, description="the defense, by plugin name [name]"
     )
     fraction: float = Field(1.0, gt=0.0, le=1.0, description="share of users adopting it, drawn by seed [fraction]")
     users: Annotated[list[str], Distinct] = Field(
         [], max_length=100_000, description="named adopters; when set, fraction is ignored [user ids]"
     )
-    clusters: int = Field(8, ge=1, le=10_000, description="mm-aug: k-means clusters M of the background data [count]")
-    clip: float = Field(
-        50.0,
-        gt=0.0,
-        le=1e6,
-        description="dp-fedavg / local-dp / norm-clip: L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]",
-    )
-    delta: float = Field(1e-5, gt=0.0, lt=1.0, description="dp-fedavg / local-dp: δ at which ε is reported [probability]")
 
-    @model_validator(mode="after")
-    def _strength_range(self) -> DefenseConfig:
-        if self.name == "dropout" and self.strength >= 1.0:
-            raise ValueError(f"dropout strength is a probability below 1 (got {self.strength})")
-        if self.name == "vocab" and self.strength != int(self.strength):
-            raise ValueError(f"vocab strength is a token count (got {self.strength})")
-        return self
+    @property
+    def params(self) -> dict[str, Any]:
+        """The defense's own parameters, as given (validated by its plugin's model)."""
+        return dict(self.model_extra or {})
 
 
 class BackgroundConfig(Section):
@@ -555,8 +414,6 @@ class ExperimentConfig(Section):
     def _needs_path(self) -> ExperimentConfig:
         if self.data.source != "synthetic" and not self.data.path:
             raise ValueError(f"data.path is required for data.source = {self.data.source!r}")
-        if sum(d.name == "dp-fedavg" for d in self.defenses) > 1:
-            raise ValueError("defenses: at most one dp-fedavg (one server-side noise mechanism)")
         return self
 
 
@@ -609,9 +466,10 @@ def _list_item(items: list, part: str, key: str) -> dict:
     return item
 
 
-def _one_line(err: ValidationError) -> str:
+def one_line(err: ValidationError, prefix: str = "") -> str:
+    """A pydantic error as one line naming its field (under ``prefix``, e.g. ``attack.params.mlp``)."""
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "config"
+    where = ".".join([*([prefix] if prefix else []), *(str(p) for p in first["loc"])]) or "config"
     more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
     got = (
         f" (got {first['input']!r})"
@@ -652,7 +510,7 @@ def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = 
     try:
         return ExperimentConfig.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(_one_line(err)) from None
+        raise ConfigError(one_line(err)) from None
 
 
 def read_tree(path: str | Path | None) -> dict[str, Any]:

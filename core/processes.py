@@ -94,6 +94,21 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def marked(key: str, value: str) -> list[int]:
+    """Every live process whose environment holds ``key=value``: what a process tree left behind after its
+    members detached into sessions of their own or were re-parented (children inherit the environment)."""
+    needle = f"{key}={value}".encode()
+    out = []
+    for pid in all_pids():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and alive(pid):
+            out.append(pid)
+    return out
+
+
 def terminate(pids: Iterable[int], grace: float = 10.0) -> list[int]:
     """SIGTERM each pid, wait up to ``grace`` seconds, SIGKILL what is left; returns the pids that needed SIGKILL."""
     pids = [p for p in dict.fromkeys(pids) if p != os.getpid()]

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.config import ExperimentConfig
+from core.config import PropertyPlanConfig
 from core.data.corpus import UserData
 
 
-def property_holders(cfg: ExperimentConfig, user_ids: list[str]) -> set[str]:
+def property_holders(plan: PropertyPlanConfig, seed: int, user_ids: list[str]) -> set[str]:
     """Named holders, or a seeded draw of round(holder_fraction·U) users (all users by default)."""
-    plan = cfg.data.property_plan
     if plan.holders:
         unknown = sorted(set(plan.holders) - set(user_ids))
         if unknown:
@@ -25,39 +24,34 @@ def property_holders(cfg: ExperimentConfig, user_ids: list[str]) -> set[str]:
     if plan.holder_fraction >= 1.0:
         return set(user_ids)
     k = max(1, round(plan.holder_fraction * len(user_ids)))
-    rng = np.random.default_rng([cfg.seed, 0x9209])
+    rng = np.random.default_rng([seed, 0x9209])
     return {str(u) for u in rng.choice(sorted(user_ids), size=k, replace=False)}
 
 
-def is_default(cfg: ExperimentConfig) -> bool:
-    plan = cfg.data.property_plan
+def is_default(plan: PropertyPlanConfig) -> bool:
     return not plan.holders and plan.holder_fraction >= 1.0 and plan.onset_round == 0
 
 
-def planned_data(cfg: ExperimentConfig, user_ids: list[str], user: str, data: UserData, rnd: int) -> UserData:
+def planned_data(plan: PropertyPlanConfig, seed: int, user_ids: list[str], user: str, data: UserData, rnd: int) -> UserData:
     """The examples this device trains on in round ``rnd``: non-holders leave out their property
     examples; with an onset round, holders train without them before it and on them only from it on."""
-    if is_default(cfg) or "property" not in data.attrs:
+    if is_default(plan) or "property" not in data.attrs:
         return data
     prop = np.asarray(data.attrs["property"]).astype(bool)
-    onset = cfg.data.property_plan.onset_round
-    if user not in property_holders(cfg, user_ids):
+    if user not in property_holders(plan, seed, user_ids):
         keep = ~prop
-    elif onset == 0:
+    elif plan.onset_round == 0:
         return data
     else:
-        keep = prop if rnd >= onset else ~prop
+        keep = prop if rnd >= plan.onset_round else ~prop
     return data.take(np.flatnonzero(keep))
 
 
-def check_property_setup(cfg: ExperimentConfig, users: dict[str, UserData], param_names: list[str]) -> None:
-    """Bad input for the property / membership attacks and the property plan fails before anything starts."""
-    wants_property = bool({"property", "aggregate-property"} & set(cfg.attack.suite)) or not is_default(cfg)
-    if wants_property and not all("property" in d.attrs for d in users.values()):
+def check_property_setup(plan: PropertyPlanConfig, seed: int, users: dict[str, UserData]) -> None:
+    """A property plan the data cannot serve fails before anything starts (one-line ValueError)."""
+    if not is_default(plan) and not all("property" in d.attrs for d in users.values()):
         raise ValueError(
-            "property inference and data.property_plan need a per-example 'property' attribute "
+            "data.property_plan needs a per-example 'property' attribute "
             "(synthetic data, LEAF images' bold strokes, or a table column named property)"
         )
-    property_holders(cfg, list(users))  # named holders must be users of the federation
-    if "membership" in cfg.attack.suite and not any(n.endswith("embedding.weight") for n in param_names):
-        raise ValueError("attack.suite 'membership' needs a text model with a token embedding (lstm-lm / lstm-classifier)")
+    property_holders(plan, seed, list(users))  # named holders must be users of the federation

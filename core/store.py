@@ -83,21 +83,15 @@ class UpdateStore:
         return out
 
     def write_result(self, attack: str, arrays: dict[str, np.ndarray]) -> Path:
-        """A suite attack's outputs (scores, predictions, auxiliary figures' data) for the referee."""
+        """An attack's outputs (its ``predict``: scores, predictions, figures' data) for the referee."""
         return self._write("result", attack, arrays)
 
     def read_result(self, attack: str) -> dict[str, np.ndarray]:
         with np.load(self.root / "result" / f"{attack}.npz") as z:
             return {k: z[k] for k in z.files}
 
-    def write_predictions(
-        self, attacker: str, ids: np.ndarray, rounds: np.ndarray, classes: np.ndarray, scores: np.ndarray
-    ) -> Path:
-        return self._write("pred", attacker, {"ids": ids, "rounds": rounds, "classes": classes, "scores": scores})
-
-    def read_predictions(self, attacker: str) -> dict[str, np.ndarray]:
-        with np.load(self.root / "pred" / f"{attacker}.npz") as z:
-            return {k: z[k] for k in z.files}
+    def has_result(self, attack: str) -> bool:
+        return (self.root / "result" / f"{attack}.npz").exists()
 
     def _read_kind(self, kind: str, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
         files = sorted((self.root / kind).glob("r*.npz"))

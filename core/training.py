@@ -7,18 +7,21 @@ device runs (same epochs, batch size, learning rate, optimizer) on its prior dat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
+from core.config import FLConfig
 from core.data.corpus import Task, UserData
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """What the server sends each round and the attacker reuses for its shadow updates."""
+    """What the server sends each round and the attacker reuses for its shadow updates: the one codec
+    between the experiment's ``fl`` section, the round's config record on the wire (``KEYS``) and training."""
 
     epochs: int
     batch_size: int
@@ -27,20 +30,28 @@ class TrainConfig:
     momentum: float
     steps: int = 0  # local batches per round; 0 = full epochs (FedSGD-style: 1)
 
-    def to_dict(self) -> dict[str, float | int | str]:
+    KEYS = ("epochs", "batch_size", "lr", "optimizer", "momentum", "steps")  # the wire keys, here only
+
+    def to_config(self) -> dict[str, float | int | str]:
+        """The round config's training keys (what devices train with and the attack side receives)."""
         return asdict(self)
 
     @classmethod
-    def from_config(cls, conf: dict[str, float | int | str]) -> TrainConfig:
+    def from_config(cls, conf: Mapping[str, object]) -> TrainConfig:
         """From the round's training config as the server sent it (``steps`` absent = full epochs)."""
         return cls(
-            int(conf["epochs"]),
-            int(conf["batch_size"]),
-            float(conf["lr"]),
+            int(conf["epochs"]),  # type: ignore[arg-type]
+            int(conf["batch_size"]),  # type: ignore[arg-type]
+            float(conf["lr"]),  # type: ignore[arg-type]
             str(conf["optimizer"]),
-            float(conf["momentum"]),
-            int(conf.get("steps", 0)),
+            float(conf["momentum"]),  # type: ignore[arg-type]
+            int(conf.get("steps", 0)),  # type: ignore[arg-type]
         )
+
+    @classmethod
+    def of(cls, fl: FLConfig) -> TrainConfig:
+        """The devices' training under an experiment's ``fl`` section."""
+        return cls(fl.local_epochs, fl.batch_size, fl.lr, fl.optimizer, fl.momentum, fl.local_steps)
 
 
 def pick_device(preference: str = "auto") -> torch.device:

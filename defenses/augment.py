@@ -9,19 +9,34 @@ Threat model: the device alone applies them; the curious server sees only the re
 
 from __future__ import annotations
 
-import functools
 import zlib
+from typing import ClassVar
 
 import numpy as np
 import torch
+from pydantic import Field
 
-from core.adoption import defenses_of
-from core.config import ExperimentConfig
-from core.data import Federation, UserData
+from core.data import UserData
+from core.data.corpus import Corpus
 from core.models import build_model, final_linear
+from core.plan import DevicePlan
 from defenses.background import background_pool
+from defenses.contract import Defense, DeviceContext, Params
 
-DATA_LEVEL = ("bkg-repl", "rand-aug", "mm-aug")
+SOURCE = "seed 001 §7, Figure 12"
+THREAT = "the curious server: it sees only the update the blended data produces, never the data"
+
+
+class ReplaceParams(Params):
+    alpha: float = Field(0.5, ge=0.0, le=1.0, description="share of the user's examples replaced by background ones α [fraction]")
+
+
+class AugmentParams(Params):
+    alpha: float = Field(0.5, ge=0.0, le=10_000.0, description="background examples added, α·|D_u| [multiple of |D_u|]")
+
+
+class ModeParams(AugmentParams):
+    clusters: int = Field(8, ge=1, le=10_000, description="k-means clusters M of the background data [count]")
 
 
 def _strip(data: UserData) -> UserData:
@@ -66,10 +81,10 @@ def mm_aug(data: UserData, bkg: UserData, clusters: np.ndarray, alpha: float, rn
     return _concat(_strip(data), bkg.take(picks))
 
 
-def shared_features(cfg: ExperimentConfig, fed: Federation, x: np.ndarray) -> np.ndarray:
+def shared_features(plan: DevicePlan, corpus: Corpus, x: np.ndarray) -> np.ndarray:
     """Penultimate features of the shared initial model (the round-0 global model every device holds)."""
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, fed.corpus).eval()
+    torch.manual_seed(plan.seed)
+    model = build_model(plan.model, corpus).eval()
     layer = dict(model.named_modules())[final_linear(model)]
     captured: list[torch.Tensor] = []
     hook = layer.register_forward_hook(lambda _m, inp, _out: captured.append(inp[0].detach()))
@@ -81,32 +96,58 @@ def shared_features(cfg: ExperimentConfig, fed: Federation, x: np.ndarray) -> np
     return feats
 
 
-@functools.lru_cache(maxsize=4)
-def _clusters(cfg_json: str, rule: str, m: int) -> np.ndarray:
-    # scikit-learn is imported here, not at the top: a deployment starts a ClientApp process per
-    # message and most never cluster; the import costs each of them about 1.5 s of CPU
-    from sklearn.cluster import KMeans
-
-    from core.data import federation
-
-    cfg = ExperimentConfig.model_validate_json(cfg_json)
-    bkg = background_pool(cfg, rule)
-    feats = shared_features(cfg, federation(cfg, rule), bkg.x)
-    return KMeans(n_clusters=min(m, len(bkg)), random_state=cfg.seed, n_init=4).fit_predict(feats)
+_CLUSTERS: dict[tuple[str, int], np.ndarray] = {}
 
 
-def apply_data_defenses(cfg: ExperimentConfig, fed: Federation, user: str, data: UserData) -> UserData:
-    """This user's private data after the data-level defenses it adopts (seeded per user and defense)."""
-    for index, defense in defenses_of(cfg, fed.user_ids, user):
-        if defense.name not in DATA_LEVEL:
-            continue
-        rng = np.random.default_rng([cfg.seed, index, zlib.crc32(user.encode())])
-        bkg = background_pool(cfg, fed.rule)
-        if defense.name == "bkg-repl":
-            data = bkg_repl(data, bkg, defense.strength, rng)
-        elif defense.name == "rand-aug":
-            data = rand_aug(data, bkg, defense.strength, rng)
-        else:
-            clusters = _clusters(cfg.model_dump_json(), fed.rule, defense.clusters)
-            data = mm_aug(data, bkg, clusters, defense.strength, rng)
-    return data
+def clusters(ctx: DeviceContext, m: int) -> np.ndarray:
+    """k-means clusters of the background data on the shared initial model's features (cached per process)."""
+    key = (ctx.plan.model_dump_json(exclude={"defenses", "adversary"}), m)
+    if key not in _CLUSTERS:
+        # scikit-learn is imported here, not at the top: a deployment starts a ClientApp process per
+        # message and most never cluster; the import costs each of them about 1.5 s of CPU
+        from sklearn.cluster import KMeans
+
+        bkg = pool(ctx)
+        feats = shared_features(ctx.plan, ctx.federation.corpus, bkg.x)
+        _CLUSTERS[key] = KMeans(n_clusters=min(m, len(bkg)), random_state=ctx.plan.seed, n_init=4).fit_predict(feats)
+    return _CLUSTERS[key]
+
+
+def pool(ctx: DeviceContext) -> UserData:
+    p = ctx.plan
+    return background_pool(p.background, p.data, p.split, p.seed, p.rule)
+
+
+def rng_of(ctx: DeviceContext) -> np.random.Generator:
+    """This user's generator for this defense entry (the same every round: a user blends the same way)."""
+    return np.random.default_rng([ctx.plan.seed, ctx.index, zlib.crc32(ctx.user.encode())])
+
+
+class BackgroundReplacement(Defense):
+    name: ClassVar[str] = "bkg-repl"
+    params = ReplaceParams
+    source = SOURCE
+    threat = THREAT
+
+    def data(self, ctx: DeviceContext, params: ReplaceParams, data: UserData) -> UserData:
+        return bkg_repl(data, pool(ctx), params.alpha, rng_of(ctx))
+
+
+class RandomAugmentation(Defense):
+    name: ClassVar[str] = "rand-aug"
+    params = AugmentParams
+    source = SOURCE
+    threat = THREAT
+
+    def data(self, ctx: DeviceContext, params: AugmentParams, data: UserData) -> UserData:
+        return rand_aug(data, pool(ctx), params.alpha, rng_of(ctx))
+
+
+class ModeAugmentation(Defense):
+    name: ClassVar[str] = "mm-aug"
+    params = ModeParams
+    source = SOURCE
+    threat = THREAT
+
+    def data(self, ctx: DeviceContext, params: ModeParams, data: UserData) -> UserData:
+        return mm_aug(data, pool(ctx), clusters(ctx, params.clusters), params.alpha, rng_of(ctx))

@@ -7,12 +7,10 @@ path. Everything is loaded by the same loaders, so it is preprocessed exactly li
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from core.config import ExperimentConfig
-from core.data import DataError, UserData, federation, load_corpus
+from core.config import BackgroundConfig, DataConfig, SplitConfig
+from core.data import DataError, UserData, federation_of, load_corpus
 from core.data.corpus import Corpus
 
 
@@ -28,35 +26,39 @@ def pool_users(users: list[UserData]) -> UserData:
     )
 
 
-def _outside_users(cfg: ExperimentConfig, corpus: Corpus, members: set[str]) -> list[UserData]:
+def _outside_users(background: BackgroundConfig, corpus: Corpus, members: set[str]) -> list[UserData]:
     outside = [d for u, d in corpus.users.items() if u not in members]
     if not outside:
         raise DataError("background: no users outside the federation; set background.source")
-    return outside[: cfg.background.users]
+    return outside[: background.users]
 
 
-@functools.lru_cache(maxsize=2)
-def _background(cfg_json: str, rule: str) -> UserData:
-    cfg = ExperimentConfig.model_validate_json(cfg_json)
-    source = cfg.background.source
+def _build(background: BackgroundConfig, data: DataConfig, split: SplitConfig, seed: int, rule: str) -> UserData:
+    source = background.source
     if source == "auto":
-        source = "synthetic" if cfg.data.source == "synthetic" else "outside"
+        source = "synthetic" if data.source == "synthetic" else "outside"
     if source == "synthetic":
         from core.data.synthetic import generate
 
-        population = cfg.data.synthetic.model_copy(update={"users": cfg.background.users})
-        return pool_users(list(generate(population, cfg.seed, first_user=1_000_000).users.values()))
+        population = data.synthetic.model_copy(update={"users": background.users})
+        return pool_users(list(generate(population, seed, first_user=1_000_000).users.values()))
     if source == "table":
         from core.data.table import load_table
 
-        corpus = load_table(
-            cfg.background.path, image_size=cfg.data.image_size, seq_len=cfg.data.seq_len, vocab_size=cfg.data.vocab_size
-        )
+        corpus = load_table(background.path, image_size=data.image_size, seq_len=data.seq_len, vocab_size=data.vocab_size)
         return pool_users(list(corpus.users.values()))
-    members = set(federation(cfg, rule).user_ids)
-    return pool_users(_outside_users(cfg, load_corpus(cfg.data, cfg.seed), members))
+    members = set(federation_of(data, split, seed, rule).user_ids)
+    return pool_users(_outside_users(background, load_corpus(data, seed), members))
 
 
-def background_pool(cfg: ExperimentConfig, rule: str) -> UserData:
-    """The background pool for this experiment (cached per process)."""
-    return _background(cfg.model_dump_json(), rule)
+_POOLS: dict[tuple[str, str, str, int, str], UserData] = {}
+
+
+def background_pool(background: BackgroundConfig, data: DataConfig, split: SplitConfig, seed: int, rule: str) -> UserData:
+    """The background pool of these settings (cached per process, by what shapes it)."""
+    key = (background.model_dump_json(), data.model_dump_json(), split.model_dump_json(), seed, rule)
+    if key not in _POOLS:
+        if len(_POOLS) >= 2:
+            _POOLS.pop(next(iter(_POOLS)))
+        _POOLS[key] = _build(background, data, split, seed, rule)
+    return _POOLS[key]

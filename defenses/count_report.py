@@ -18,40 +18,81 @@ clipped weights. Nothing here changes which examples the device trains on.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from flwr.app import Context, Message
-from flwr.clientapp.typing import ClientAppCallable
+from flwr.clientapp.typing import ClientAppCallable, Mod
+from pydantic import Field
 
-from core.config import DefenseConfig
-from defenses.dp import ClipOnly
-from defenses.mod_reply import adopted, train_config
+from defenses.contract import Defense, DefenseSetting, DeviceContext, NoParams, Params
+from defenses.dp import ClipOnly, float_state_only
+from defenses.mod_reply import is_train_reply
 
-METADATA_LEVEL = ("count-bucket", "count-constant", "norm-clip")
-
-
-def reported_count(n: int, defenses: list[DefenseConfig]) -> int:
-    """The example count the device reports after its count defenses (the last one decides)."""
-    out = n
-    for d in defenses:
-        if d.name == "count-constant":
-            out = 1
-        elif d.name == "count-bucket":
-            out = 2 ** round(math.log2(max(out, 1)))
-    return int(out)
+MOD_STAGE = 30  # on what the update-level defenses leave, inside differential privacy
+SOURCE = "issue 12 (leakbed): what seed 001 §3's shuffler leaves, kept from being sent"
 
 
-def metadata_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-    """Clip Δw (norm-clip) and rewrite ``num-examples`` (count-bucket / count-constant) for adopting users."""
-    found = adopted(msg, context, METADATA_LEVEL)
-    if found is None:
-        return call_next(msg, context)
-    chosen = found[3]
-    clip = next((d for d in reversed(chosen) if d.name == "norm-clip"), None)
-    reply = ClipOnly(clip.clip)(msg, context, call_next) if clip else call_next(msg, context)
-    if train_config(msg, reply) is None:
+def bucketed(n: int) -> int:
+    """The example count rounded to the nearest power of two (in log scale)."""
+    return int(2 ** round(math.log2(max(n, 1))))
+
+
+def count_mod(report) -> Mod:  # noqa: ANN001 - int -> int
+    """A Mod that rewrites a train reply's ``num-examples`` to ``report(n)``."""
+
+    def mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        reply = call_next(msg, context)
+        if is_train_reply(msg, reply):
+            metrics = reply.content.metric_records["metrics"]
+            metrics["num-examples"] = report(int(metrics["num-examples"]))
         return reply
-    counts = [d for d in chosen if d.name != "norm-clip"]
-    if counts:
-        metrics = reply.content.metric_records["metrics"]
-        metrics["num-examples"] = reported_count(int(metrics["num-examples"]), counts)
-    return reply
+
+    return mod
+
+
+class CountBucket(Defense):
+    """The device reports its example count rounded to the nearest power of two: FedAvg still weights by size,
+    up to a factor of √2."""
+
+    name: ClassVar[str] = "count-bucket"
+    params = NoParams
+    mod_stage = MOD_STAGE
+    source = SOURCE
+    threat = "the curious server: it sees a bucketed count, not the device's data size"
+
+    def mod(self, ctx: DeviceContext, params: NoParams) -> Mod | None:
+        return count_mod(bucketed)
+
+
+class CountConstant(Defense):
+    """The device reports 1 whatever its size, so FedAvg weights every update equally."""
+
+    name: ClassVar[str] = "count-constant"
+    params = NoParams
+    mod_stage = MOD_STAGE
+    source = SOURCE
+    threat = "the curious server: every count it sees is 1"
+
+    def mod(self, ctx: DeviceContext, params: NoParams) -> Mod | None:
+        return count_mod(lambda _n: 1)
+
+
+class NormClipParams(Params):
+    clip: float = Field(50.0, gt=0.0, le=1e6, description="L2 norm a device's Δw is clipped to [L2 norm]")
+
+
+class NormClip(Defense):
+    """The device clips its Δw to L2 norm ``clip`` with Flower's clipping: below the users' update norms every
+    update arrives at the same norm, which hides the norm and with it the number of local steps it betrays."""
+
+    name: ClassVar[str] = "norm-clip"
+    params = NormClipParams
+    mod_stage = MOD_STAGE
+    source = SOURCE
+    threat = "the curious server: every update it sees has the same norm"
+
+    def check(self, params: NormClipParams, setting: DefenseSetting) -> str | None:
+        return float_state_only(self.name, setting)
+
+    def mod(self, ctx: DeviceContext, params: NormClipParams) -> Mod | None:
+        return ClipOnly(params.clip)

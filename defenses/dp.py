@@ -19,19 +19,31 @@ included), see ``defenses.compat``.
 
 from __future__ import annotations
 
+import math
 import zlib
+from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Context, Message
+from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
-from flwr.clientapp.typing import ClientAppCallable
+from flwr.clientapp.typing import ClientAppCallable, Mod
+from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping, Strategy
 from flwr.supercore.differential_privacy import compute_clip_model_update
+from pydantic import Field
 
-from core.config import DefenseConfig
-from core.privacy import gaussian_epsilon
-from defenses.mod_reply import adopted
+from core.privacy import gaussian_epsilon, rdp_epsilon
+from defenses.contract import Defense, DefenseSetting, DeviceContext, Params, ServerContext
 
-DP_LEVEL = ("dp-fedavg", "local-dp")
+MOD_STAGE = 40  # outermost: it clips (and noises) what every other defense leaves
+
+
+class DPParams(Params):
+    noise_multiplier: float = Field(
+        0.5, ge=0.0, le=10_000.0, description="noise multiplier z: Gaussian noise of std z·clip (0 = clipping only) [1]"
+    )
+    clip: float = Field(50.0, gt=0.0, le=1e6, description="L2 clipping norm of a device's Δw (seed 001 §7: 50) [L2 norm]")
+    delta: float = Field(1e-5, gt=0.0, lt=1.0, description="δ at which ε is reported [probability]")
 
 
 class ClipOnly:
@@ -52,34 +64,125 @@ class ClipOnly:
         return reply
 
 
-def local_dp_mod(defense: DefenseConfig):
-    """Flower's LocalDpMod for this defense (or clipping alone at z = 0)."""
-    if defense.strength == 0:
-        return ClipOnly(defense.clip)
-    return LocalDpMod(defense.clip, defense.clip, gaussian_epsilon(defense.strength, defense.delta), defense.delta)
+def local_dp_mod(params: DPParams) -> Mod:
+    """Flower's LocalDpMod for these parameters (or clipping alone at z = 0)."""
+    if params.noise_multiplier == 0:
+        return ClipOnly(params.clip)
+    return LocalDpMod(params.clip, params.clip, gaussian_epsilon(params.noise_multiplier, params.delta), params.delta)
 
 
-def dp_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-    """Apply the DP defenses this device's user adopts; the outermost Mod, so it clips what is sent."""
-    found = adopted(msg, context, DP_LEVEL)
-    if found is None:
-        return call_next(msg, context)
-    cfg, conf, user, chosen = found
-    chain = call_next
-    for defense in reversed(chosen):
-        if defense.name == "dp-fedavg":
-            chain = _bind(fixedclipping_mod, chain)
-        elif defense.name == "local-dp":
-            chain = _bind(local_dp_mod(defense), chain)
-    if chain is call_next:
-        return call_next(msg, context)
-    state = np.random.get_state()
-    np.random.seed(zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{user}/dp".encode()))
-    try:
-        return chain(msg, context)
-    finally:
-        np.random.set_state(state)
+def seeded(mod: Mod, ctx: DeviceContext) -> Mod:
+    """``mod`` with NumPy's global generator (Flower's DP Mods draw from it) seeded per user and round."""
+
+    def run(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        state = np.random.get_state()
+        np.random.seed(zlib.crc32(f"{ctx.plan.seed}/{ctx.round}/{ctx.user}/dp".encode()))
+        try:
+            return mod(msg, context, call_next)
+        finally:
+            np.random.set_state(state)
+
+    return run
 
 
-def _bind(mod, call_next: ClientAppCallable) -> ClientAppCallable:
-    return lambda m, c: mod(m, c, call_next)
+def float_state_only(name: str, setting: DefenseSetting) -> str | None:
+    if not setting.float_state:
+        return (
+            f"{name} clips the whole model with Flower's Mods, which needs floating-point state only; this model has "
+            f"integer buffers ({setting.integer_buffer}): use model.name = cnn or an LSTM"
+        )
+    return None
+
+
+class SeededDpFixedClipping(DifferentialPrivacyClientSideFixedClipping):
+    """Flower's client-side fixed-clipping wrapper with reproducible noise; counts its releases."""
+
+    def __init__(self, strategy: Strategy, params: DPParams, sampled: int, seed: int) -> None:
+        super().__init__(strategy, params.noise_multiplier, params.clip, sampled)
+        self._seed = seed
+        self._round = 0
+        self.releases = 0
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        self._round = server_round
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        self.releases += arrays is not None
+        return arrays, metrics
+
+    def _add_noise_to_aggregated_arrays(self, aggregated_arrays: ArrayRecord) -> ArrayRecord:
+        state = np.random.get_state()
+        np.random.seed(zlib.crc32(f"{self._seed}/{self._round}/dp-fedavg".encode()))
+        try:
+            return super()._add_noise_to_aggregated_arrays(aggregated_arrays)
+        finally:
+            np.random.set_state(state)
+
+
+class DPFedAvg(Defense):
+    """Devices clip Δw (Flower's fixedclipping_mod); the server's DP wrapper noises the aggregate."""
+
+    name: ClassVar[str] = "dp-fedavg"
+    params = DPParams
+    mod_stage = MOD_STAGE
+    uniform_weights = True  # the sensitivity z·clip/m of its noise assumes equal weights
+    source = "seed 001 §7 (DP-FedAvg, McMahan et al.); seed 002 §7.3.4 (participant-level DP)"
+    threat = (
+        "whoever sees only the global models; the curious server itself still sees every clipped individual "
+        "update (central DP trusts the aggregator)"
+    )
+
+    def check(self, params: DPParams, setting: DefenseSetting) -> str | None:
+        if setting.secure_aggregation:  # its noise is the server wrapper's
+            return (
+                "dp-fedavg needs Flower's server-side DP wrapper, which the legacy SecAgg+ workflow does not take; with "
+                "fl.secure_aggregation = 'secagg+' use local-dp"
+            )
+        return float_state_only(self.name, setting)
+
+    def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
+        return seeded(fixedclipping_mod, ctx)
+
+    def wrap_strategy(self, strategy: Strategy, params: DPParams, ctx: ServerContext) -> Strategy:
+        return SeededDpFixedClipping(strategy, params, ctx.sampled, ctx.seed)
+
+    def privacy(self, params: DPParams, ctx: ServerContext, adopters: int, releases: int) -> dict | None:
+        z, c, m, users = params.noise_multiplier, params.clip, ctx.sampled, len(ctx.users)
+        row = {"noise_multiplier": z, "clip": c, "delta": params.delta, "adopters": adopters, "sampled_per_round": m,
+               "releases": releases, "noise_std_on_average": z * c / m}  # fmt: skip
+        row["epsilon"] = rdp_epsilon(z, m, users, releases, params.delta) if adopters == users else None
+        row["accountant"] = "flwr RdpAccountant: user level, add-or-remove-one, no sampling amplification"
+        if adopters < users:
+            row["note"] = "not every device clips: no user-level guarantee"
+        elif z == 0:
+            row["note"] = "noise multiplier 0: clipping only, no guarantee"
+        return row
+
+
+class LocalDP(Defense):
+    """Devices clip Δw and add Gaussian noise of std z·clip themselves (Flower's LocalDpMod)."""
+
+    name: ClassVar[str] = "local-dp"
+    params = DPParams
+    mod_stage = MOD_STAGE
+    source = "seed 002 §7.3.4 (participant-level DP, local form)"
+    threat = "the curious server: it only ever sees noised updates"
+
+    def check(self, params: DPParams, setting: DefenseSetting) -> str | None:
+        return float_state_only(self.name, setting)
+
+    def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
+        return seeded(local_dp_mod(params), ctx)
+
+    def privacy(self, params: DPParams, ctx: ServerContext, adopters: int, releases: int) -> dict | None:
+        z, c = params.noise_multiplier, params.clip
+        per_release = gaussian_epsilon(z, params.delta)
+        row = {
+            "noise_multiplier": z, "clip": c, "delta": params.delta, "adopters": adopters, "noise_std_on_update": z * c,
+            "epsilon_per_release": per_release if math.isfinite(per_release) else None,
+            # a user is sampled at most once a round: T releases bound its composition
+            "epsilon": rdp_epsilon(z, 1, 1, ctx.rounds, params.delta),
+            "accountant": "per release: Gaussian mechanism bound (LocalDpMod); over all rounds: flwr RdpAccountant",
+        }  # fmt: skip
+        if z == 0:
+            row["note"] = "noise multiplier 0: clipping only, no guarantee"
+        return row

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import ClassVar
 
+from pydantic import Field
 from torch import nn
 from torch.nn import functional
 
-from core.adoption import defenses_of
-from core.config import ExperimentConfig
 from core.models import final_linear
+from defenses.contract import Defense, DeviceContext, Params
 
 
 @contextlib.contextmanager
@@ -40,6 +41,17 @@ def dropout_during(model: nn.Module, p: float) -> Iterator[int]:
             h.remove()
 
 
-def device_dropout(cfg: ExperimentConfig, user_ids: list[str], user: str) -> float:
-    """The dropout probability this user trains with (the largest of the dropout defenses it adopts)."""
-    return max((d.strength for _, d in defenses_of(cfg, user_ids, user) if d.name == "dropout"), default=0.0)
+class DropoutParams(Params):
+    p: float = Field(0.5, ge=0.0, lt=1.0, description="drop probability in the device's local training [probability]")
+
+
+class Dropout(Defense):
+    name: ClassVar[str] = "dropout"
+    params = DropoutParams
+    source = "seed 002 §7.3.3"
+    threat = "the curious server (dropout may make the attacks stronger: the testbed measures it)"
+
+    @contextlib.contextmanager
+    def training(self, ctx: DeviceContext, params: DropoutParams, model: nn.Module) -> Iterator[None]:
+        with dropout_during(model, params.p):
+            yield

@@ -1,46 +1,22 @@
-"""What every update-level defense Mod does around its own rule: read the round's config and the
-device's user, take the global and the trained weights as arrays, send back the defended weights,
-and keep chosen entries at the global value (so those entries of Δw are exactly zero)."""
+"""What every update-level defense Mod does around its own rule: tell a train reply from anything else,
+take the global and the trained weights as arrays, send back the defended weights, and keep chosen
+entries at the global value (so those entries of Δw are exactly zero)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message
+from flwr.app import ArrayRecord, Context, Message
+from flwr.clientapp.typing import ClientAppCallable, Mod
 
-from core.adoption import defenses_of
-from core.config import DefenseConfig, ExperimentConfig
-from core.data import Federation, federation
-
-
-def train_config(msg: Message, reply: Message) -> tuple[ExperimentConfig, ConfigRecord] | None:
-    """The experiment and round config of a successful train reply; None for anything else."""
-    if msg.metadata.message_type != "train" or reply.has_error():
-        return None
-    conf = msg.content.config_records["config"]
-    return ExperimentConfig.model_validate_json(str(conf["experiment"])), conf
+Weights = dict[str, np.ndarray]
 
 
-def device_user(cfg: ExperimentConfig, conf: ConfigRecord, context: Context) -> tuple[Federation, str]:
-    """The federation of this round's prior rule and the user this device (its partition id) holds."""
-    fed = federation(cfg, str(conf["prior-rule"]))
-    return fed, fed.user_ids[int(context.node_config["partition-id"])]
-
-
-def adopted(
-    msg: Message, context: Context, names: tuple[str, ...]
-) -> tuple[ExperimentConfig, ConfigRecord, str, list[DefenseConfig]] | None:
-    """For a train message: (experiment, round config, this device's user, the defenses among
-    ``names`` that user adopts, in config order). None for other messages and for experiments that
-    use none of ``names``, so a Mod that does nothing builds no federation."""
-    if msg.metadata.message_type != "train":
-        return None
-    conf = msg.content.config_records["config"]
-    cfg = ExperimentConfig.model_validate_json(str(conf["experiment"]))
-    if not any(d.name in names for d in cfg.defenses):
-        return None
-    fed, user = device_user(cfg, conf, context)
-    return cfg, conf, user, [d for _, d in defenses_of(cfg, fed.user_ids, user) if d.name in names]
+def is_train_reply(msg: Message, reply: Message) -> bool:
+    """A successful reply to a train message (the only replies a defense changes)."""
+    return msg.metadata.message_type == "train" and not reply.has_error()
 
 
 def weights(msg: Message, reply: Message) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -61,3 +37,15 @@ def send(reply: Message, arrays: dict[str, np.ndarray]) -> Message:
 def keep_global(local: np.ndarray, glob: np.ndarray, send_mask: np.ndarray) -> np.ndarray:
     """The local value where ``send_mask`` holds (it broadcasts), the global value elsewhere."""
     return np.where(send_mask, local, glob)
+
+
+def reply_mod(defend: Callable[[Weights, Weights], Weights]) -> Mod:
+    """A Mod that sends ``defend(global, trained)`` instead of the trained weights of a train reply."""
+
+    def mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        reply = call_next(msg, context)
+        if not is_train_reply(msg, reply):
+            return reply
+        return send(reply, defend(*weights(msg, reply)))
+
+    return mod

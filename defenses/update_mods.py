@@ -10,16 +10,22 @@ curious server sees only the defended weights.
 from __future__ import annotations
 
 import zlib
+from typing import ClassVar
 
 import numpy as np
-from flwr.app import Context, Message
-from flwr.clientapp.typing import ClientAppCallable
+from flwr.clientapp.typing import Mod
+from pydantic import Field
 
-from core.adoption import defenses_of
-from core.config import DefenseConfig
-from defenses.mod_reply import device_user, keep_global, send, train_config, weights
+from defenses.contract import Defense, DeviceContext, Params
+from defenses.mod_reply import keep_global, reply_mod
 
-UPDATE_LEVEL = ("noise", "selective")
+
+class NoiseParams(Params):
+    variance: float = Field(0.5, ge=0.0, le=10_000.0, description="variance σ² of the Gaussian noise on each Δw entry [1]")
+
+
+class SelectiveParams(Params):
+    share: float = Field(0.5, ge=0.0, le=1.0, description="share θ of each tensor's Δw entries sent, the largest [fraction]")
 
 
 def add_noise(weights: np.ndarray, variance: float, rng: np.random.Generator) -> np.ndarray:
@@ -40,36 +46,46 @@ def largest_mask(delta: np.ndarray, share: float) -> np.ndarray:
     return mask
 
 
-def defend_update(
-    global_arrays: dict[str, np.ndarray],
-    local_arrays: dict[str, np.ndarray],
-    defenses: list[tuple[int, DefenseConfig]],
-    seed: int,
-) -> dict[str, np.ndarray]:
-    """The weights to send after the update-level defenses (entries are never recomputed as g + (l − g))."""
-    out = dict(local_arrays)
-    for index, defense in defenses:
-        rng = np.random.default_rng([seed, index])
-        for key, glob in global_arrays.items():
-            if not np.issubdtype(glob.dtype, np.floating):
-                continue
-            if defense.name == "noise":
-                out[key] = add_noise(out[key], defense.strength, rng)
-            else:
-                out[key] = keep_global(out[key], glob, largest_mask(out[key] - glob, defense.strength))
+def update_rng(ctx: DeviceContext) -> np.random.Generator:
+    """The generator of this entry's draws on this device in this round."""
+    seed = zlib.crc32(f"{ctx.plan.seed}/{ctx.round}/{ctx.user}/update-defense".encode())
+    return np.random.default_rng([seed, ctx.index])
+
+
+def noise(glob: dict[str, np.ndarray], local: dict[str, np.ndarray], variance: float, rng: np.random.Generator) -> dict:
+    """The weights to send with Gaussian noise on every floating-point entry (never recomputed as g + (l − g))."""
+    out = dict(local)
+    for key, g in glob.items():
+        if np.issubdtype(g.dtype, np.floating):
+            out[key] = add_noise(out[key], variance, rng)
     return out
 
 
-def update_defense_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-    """Defend the trained weights of the users who adopt an update-level defense; others pass through."""
-    reply = call_next(msg, context)
-    got = train_config(msg, reply)
-    if got is None:
-        return reply
-    cfg, conf = got
-    fed, user = device_user(cfg, conf, context)
-    chosen = [(i, d) for i, d in defenses_of(cfg, fed.user_ids, user) if d.name in UPDATE_LEVEL]
-    if not chosen:
-        return reply
-    seed = zlib.crc32(f"{cfg.seed}/{conf['server-round']}/{user}/update-defense".encode())
-    return send(reply, defend_update(*weights(msg, reply), chosen, seed))
+def selective(glob: dict[str, np.ndarray], local: dict[str, np.ndarray], share: float) -> dict:
+    """The weights to send with only the share θ of each tensor's largest |Δw| entries, the rest at the global value."""
+    out = dict(local)
+    for key, g in glob.items():
+        if np.issubdtype(g.dtype, np.floating):
+            out[key] = keep_global(out[key], g, largest_mask(out[key] - g, share))
+    return out
+
+
+class Noise(Defense):
+    name: ClassVar[str] = "noise"
+    params = NoiseParams
+    source = "seed 001 §7 (random perturbation)"
+    threat = "the curious server: it sees only the noised weights"
+
+    def mod(self, ctx: DeviceContext, params: NoiseParams) -> Mod | None:
+        rng = update_rng(ctx)
+        return reply_mod(lambda glob, local: noise(glob, local, params.variance, rng))
+
+
+class Selective(Defense):
+    name: ClassVar[str] = "selective"
+    params = SelectiveParams
+    source = "seed 002 §7.3 (selective gradient sharing); seed 004 §4.2 (partial sharing)"
+    threat = "the curious server: it sees only the shared share of each tensor's Δw"
+
+    def mod(self, ctx: DeviceContext, params: SelectiveParams) -> Mod | None:
+        return reply_mod(lambda glob, local: selective(glob, local, params.share))

@@ -13,17 +13,17 @@ which common tokens a device used.
 
 from __future__ import annotations
 
-import functools
+from typing import ClassVar
 
 import numpy as np
-from flwr.app import Context, Message
-from flwr.clientapp.typing import ClientAppCallable
+from flwr.clientapp.typing import Mod
+from pydantic import Field
 
-from core.adoption import defenses_of
-from core.config import ExperimentConfig
-from core.data import Federation, UserData, federation
+from core.data import UserData
 from core.data.corpus import Corpus
-from defenses.mod_reply import device_user, keep_global, send, train_config, weights
+from defenses.contract import Defense, DefenseSetting, DeviceContext, Params
+from defenses.mod_reply import keep_global
+from defenses.update_mods import reply_mod
 
 
 def _is_special(token: str) -> bool:
@@ -51,10 +51,15 @@ def allowed_tokens(corpus: Corpus, k: int) -> np.ndarray:
     return allowed
 
 
-@functools.lru_cache(maxsize=8)
-def _allowed(cfg_json: str, rule: str, k: int) -> np.ndarray:
-    cfg = ExperimentConfig.model_validate_json(cfg_json)
-    return allowed_tokens(federation(cfg, rule).corpus, k)
+_ALLOWED: dict[tuple[str, int], np.ndarray] = {}
+
+
+def allowed_of(ctx: DeviceContext, k: int) -> np.ndarray:
+    """``allowed_tokens`` of the device's federation (cached per process)."""
+    key = (ctx.plan.model_dump_json(include={"seed", "rule", "data", "split"}), k)
+    if key not in _ALLOWED:
+        _ALLOWED[key] = allowed_tokens(ctx.federation.corpus, k)
+    return _ALLOWED[key]
 
 
 def unk_id(corpus: Corpus) -> int:
@@ -80,30 +85,35 @@ def restrict_update(
     return out
 
 
-def _vocab_k(cfg: ExperimentConfig, fed: Federation, user: str) -> int:
-    """The smallest k among the vocab defenses this user adopts (0 = none)."""
-    ks = [int(d.strength) for _, d in defenses_of(cfg, fed.user_ids, user) if d.name == "vocab" and d.strength > 0]
-    return min(ks) if ks else 0
+class VocabParams(Params):
+    tokens: int = Field(1000, ge=0, le=1_000_000, description="k most frequent tokens a device uses; 0 = all [tokens]")
 
 
-def restrict_vocabulary(cfg: ExperimentConfig, fed: Federation, user: str, data: UserData) -> UserData:
-    """The device's training data under the vocab defense it adopts (unchanged otherwise)."""
-    k = _vocab_k(cfg, fed, user)
-    if not k:
-        return data
-    allowed = _allowed(cfg.model_dump_json(), fed.rule, k)
-    return restrict_data(data, allowed, unk_id(fed.corpus), fed.corpus.task == "next-token")
+class Vocabulary(Defense):
+    """Training level: tokens outside the k most frequent become <unk> in the device's data (after the other data
+    defenses). Update level (the innermost Mod, on the raw update): vocabulary-indexed rows outside them are sent
+    at the global value."""
 
+    name: ClassVar[str] = "vocab"
+    params = VocabParams
+    data_stage = 30
+    mod_stage = 10
+    source = "seed 002 §7.3.2 (dimensionality reduction)"
+    threat = "the curious server: it learns only which common tokens a device used"
 
-def vocab_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-    """Send Δw only on the allowed tokens' rows (adopters of the vocab defense; others pass through)."""
-    reply = call_next(msg, context)
-    got = train_config(msg, reply)
-    if got is None or not any(d.name == "vocab" for d in got[0].defenses):
-        return reply
-    cfg, conf = got
-    fed, user = device_user(cfg, conf, context)
-    k = _vocab_k(cfg, fed, user)
-    if not k:
-        return reply
-    return send(reply, restrict_update(*weights(msg, reply), _allowed(cfg.model_dump_json(), fed.rule, k)))
+    def check(self, params: VocabParams, setting: DefenseSetting) -> str | None:
+        if setting.corpus.vocab is None:
+            return f"vocab needs token data (text); corpus {setting.corpus.name} has none"
+        return None
+
+    def data(self, ctx: DeviceContext, params: VocabParams, data: UserData) -> UserData:
+        if not params.tokens:
+            return data
+        corpus = ctx.federation.corpus
+        return restrict_data(data, allowed_of(ctx, params.tokens), unk_id(corpus), corpus.task == "next-token")
+
+    def mod(self, ctx: DeviceContext, params: VocabParams) -> Mod | None:
+        if not params.tokens:
+            return None
+        allowed = allowed_of(ctx, params.tokens)
+        return reply_mod(lambda glob, local: restrict_update(glob, local, allowed))

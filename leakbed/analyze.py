@@ -21,8 +21,8 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 def run_analysis(args: argparse.Namespace) -> Path:
     """Check every argument, open the run, run one analysis, re-write the run's report; returns the markdown file."""
     from leakbed.report import MissingMetrics, load_runs, write_report
-    from referee.analyses import layers, prior_size, progress, raw_vs_update, train_size
-    from referee.analyses.run_view import RunView
+    from studies import layers, prior_size, progress, raw_vs_update, train_size
+    from studies.run_view import RunView
 
     if args.ranges < 1 or args.every < 1 or args.epochs < 1:
         raise ValueError("--ranges, --every and --epochs must be positive")

@@ -1,56 +1,124 @@
-"""The Flower apps of a run, wired: the server's main with the referee's judge.
+"""The ServerApp every run uses, wired: the server's main with the referee's judge and the defenses' server halves.
 
-``server_app`` is what ``flwr run .`` loads (simulation or deployment; run config keys
-``config``, ``set``, ``prior``, ``out-dir``); ``bound_server_app`` gives ``leakbed run`` the same
-main bound to an already validated config. Both are built here, on top of the rooms, because
-only the product may hand the server a judge that reads the truth.
+``server_app`` is what ``flwr run`` loads, in simulation (``leakbed run`` submits its runs this way too) and
+in a deployment; run config keys ``config`` (an experiment TOML), ``set`` (overrides), ``prior`` and
+``out-dir``. It is built here, on top of the rooms, because only the product may hand the server a judge
+that reads the truth and the defenses' server halves. Its main runs the same preflight as the CLI first:
+a config the run cannot serve is refused in one line (``leakbed: error: ...`` in the run's log), before
+anything is written.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from core.config import ExperimentConfig, dump_config, load_config, split_overrides
-from core.data import federation
+from core.config import ConfigError, ExperimentConfig, dump_config, load_config, split_overrides
+from core.data import DataError
 from core.layout import RunLayout
 from core.paths import default_run_dir
-from leakbed.registry import check_needs, check_suite
+from leakbed.preflight import preflight, resolve
 from leakbed.report import write_report
+from leakbed.server_defenses import ServerDefenses
 from referee.judge import RunJudge
-from server.app import build_server_app
-from server.cancel import RunControl
-from server.experiment import Progress, run_federation
+from referee.seal import TRUTH_FILE
+from server.experiment import run_federation
 from server.metrics import hold as hold_metrics
-from server.secagg import build_secagg_server_app, run_secagg_federation
+
+PROGRESS_FILE = "progress.json"  # in a prior's results folder: the last finished round and its utility
+
+
+class Refused(RuntimeError):
+    """A run the preflight refused: its message is the one line the run's log shows."""
+
+
+def _refusal(exc: BaseException | None) -> Refused | None:
+    while exc is not None:
+        if isinstance(exc, Refused):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class OneLineRefusal(logging.Filter):
+    """Flower logs a failed ServerApp with its traceback, several times; a refusal is one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refused = _refusal(record.exc_info[1] if record.exc_info else None)
+        if refused is None and isinstance(record.args, tuple):  # e.g. "An exception occurred !! %s", ex
+            refused = next((_refusal(a) for a in record.args if isinstance(a, BaseException)), None)
+        if refused is not None:
+            if getattr(refused, "_logged", False):
+                return False
+            refused._logged = True  # type: ignore[attr-defined]
+            record.msg, record.args, record.exc_info, record.exc_text = f"leakbed: error: {refused}", (), None, None
+            return True
+        message = record.getMessage() if isinstance(record.msg, str) else ""
+        return not (message.startswith("Traceback") and f"{__name__}.Refused" in message)
+
+
+logging.getLogger("flwr").addFilter(OneLineRefusal())
+
+
+def write_progress(folder: Path, rnd: int, rounds: int, utility: float) -> None:
+    """The last finished round, for a launcher's progress bar (replaced whole, never half-written)."""
+    tmp = folder / f".{PROGRESS_FILE}.tmp"
+    tmp.write_text(json.dumps({"round": rnd, "rounds": rounds, "utility": utility}), encoding="utf-8")
+    os.replace(tmp, folder / PROGRESS_FILE)
+
+
+def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, str]:
+    """The resolved config and the prior to run, or ``Refused`` (one line) before anything is written."""
+    try:
+        cfg = load_config(config or None, split_overrides(overrides))
+        rule = prior or cfg.split.priors[0]
+        if rule not in cfg.split.priors:
+            raise ConfigError(f"prior {rule!r} is not one of split.priors {cfg.split.priors}")
+        return preflight(cfg, [rule]), rule
+    except (ConfigError, DataError, ValueError) as err:
+        raise Refused(str(err).splitlines()[0]) from None
+
+
+def same_experiment(path: Path, cfg: ExperimentConfig) -> bool:
+    """Whether the config at ``path`` describes the resolved ``cfg`` (its plugins' parameters resolved the same)."""
+    try:
+        return resolve(load_config(path)) == cfg
+    except (ConfigError, DataError, ValueError):
+        return False
+
+
+def claim(layout: RunLayout, cfg: ExperimentConfig, rule: str) -> None:
+    """Take ``out-dir`` for this prior, or ``Refused`` when that would overwrite a run: the prior's truth, or
+    another experiment's frozen config."""
+    if (layout.referee(rule) / TRUTH_FILE).exists():
+        raise Refused(f"out-dir {layout.root}: the {rule} prior has run there already; use a new out-dir")
+    frozen = dump_config(cfg)
+    if layout.config.exists() and not same_experiment(layout.config, cfg):
+        raise Refused(f"out-dir {layout.root} holds another experiment's config.toml; use a new out-dir")
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.config.write_text(frozen, encoding="utf-8")
+
 
 server_app = ServerApp()
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """``flwr run .``: one prior of the configured experiment into ``out-dir``, then the report."""
+    """One prior of the configured experiment into ``out-dir``, then the report."""
     rc = context.run_config
-    cfg = load_config(str(rc.get("config", "")) or None, split_overrides(str(rc.get("set", ""))))
-    check_suite(cfg)
-    rule = str(rc.get("prior", "")) or cfg.split.priors[0]
-    check_needs(cfg, federation(cfg, rule))  # the attacks' declared needs, before any round is sent
+    cfg, rule = checked(str(rc.get("config", "")), str(rc.get("set", "")), str(rc.get("prior", "")))
     layout = RunLayout.from_env(Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}")))
-    layout.root.mkdir(parents=True, exist_ok=True)
-    layout.config.write_text(dump_config(cfg))
-    if cfg.fl.secure_aggregation == "secagg+":  # client.app:app hands the SecAgg+ stages to client.secagg
-        run_secagg_federation(grid, context, cfg, rule, layout, RunJudge(cfg, layout, rule))
-    else:
-        run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule))
+    claim(layout, cfg, rule)
+    out = layout.results(rule)
+
+    def progress(rnd: int, utility: dict[str, float]) -> None:
+        write_progress(out, rnd, cfg.fl.rounds, utility["utility"])
+
+    run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule), ServerDefenses(cfg), progress)
     write_report(layout.root)
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values
-
-
-def bound_server_app(
-    cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: Progress | None = None, control: RunControl | None = None
-) -> ServerApp:
-    """The ServerApp of one prior of ``cfg`` (plain or SecAgg+), scored by the referee."""
-    build = build_secagg_server_app if cfg.fl.secure_aggregation == "secagg+" else build_server_app
-    return build(cfg, rule, layout, RunJudge(cfg, layout, rule), progress, control)

@@ -29,31 +29,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def preflight(cfg: ExperimentConfig) -> None:
-    """Load every prior's federation and build the model once, so bad input fails before anything starts."""
-    from core.data import federation
-    from core.models import attack_keys, build_model
-    from core.multitask import check_adversary
-    from core.property_plan import check_property_setup
-    from defenses.compat import check_defenses
-    from leakbed.cluster import check_ray_address
-    from leakbed.registry import check_needs, check_suite
-    from server.run_parts import sandbox_limits, tls_files
+def preflight(cfg: ExperimentConfig) -> ExperimentConfig:
+    """The config with its plugins resolved, once every prior's federation loads and everything the config names
+    can run on it (``leakbed.preflight``): bad input fails before anything starts."""
+    from leakbed.preflight import preflight as check
 
-    check_suite(cfg)
-    if cfg.attack.worker_addresses:
-        tls_files(cfg.attack)  # the pool's mutual-TLS files: a missing one is refused now, not when the pool starts
-    check_ray_address(cfg)  # simulation.ray_address: a cluster that does not answer stops here, not in Ray's retries
-    if not cfg.attack.worker_addresses:
-        sandbox_limits(cfg.attack)  # attack.sandbox = 'on' where no sandbox can start: refused now, not mid-run
-    for rule in cfg.split.priors:
-        fed = federation(cfg, rule)
-        check_needs(cfg, fed)
-        model = build_model(cfg.model, fed.corpus)
-        attack_keys(model, cfg.model.attack_layers)
-        check_defenses(cfg, fed.corpus, model)
-        check_adversary(cfg, fed)
-        check_property_setup(cfg, {u: fed.private(i) for i, u in enumerate(fed.user_ids)}, list(model.state_dict()))
+    return check(cfg)
 
 
 def _ray_set(args: argparse.Namespace) -> list[str]:
@@ -90,27 +71,27 @@ def _progress():
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 
 
-def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "") -> Path:
-    """Every prior of ``cfg`` in the Ray simulation, then the report; returns its path."""
+def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", link=None) -> Path:  # noqa: ANN001
+    """Every prior of ``cfg`` (preflighted) on the simulation SuperLink ``link`` (or one of its own), then the
+    report; returns its path. The ServerApp holds /metrics ``telemetry.hold_seconds`` after each prior."""
+    from contextlib import nullcontext
+
     from leakbed.report import write_report
-    from leakbed.simulate import simulate
+    from leakbed.simulate import simulate, simulation_link
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(dump_config(cfg))
-    for rule in cfg.split.priors:
-        title = f"{label}{rule} prior: FL rounds"
-        task = bar.add_task(title, total=cfg.fl.rounds)
+    with nullcontext(link) if link is not None else simulation_link(cfg, run_dir / "logs") as link:
+        for rule in cfg.split.priors:
+            title = f"{label}{rule} prior: FL rounds"
+            task = bar.add_task(title, total=cfg.fl.rounds)
 
-        def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title) -> None:
-            if rnd:
-                bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
+            def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title) -> None:
+                if rnd:
+                    bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
 
-        simulate(cfg, rule, run_dir, progress)
-    report = write_report(run_dir)
-    from server.metrics import hold
-
-    hold(cfg.telemetry)  # telemetry.hold_seconds: a scrape after the end still finds the final values
-    return report
+            simulate(cfg, rule, run_dir, progress, link)
+    return write_report(run_dir)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -119,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, [*args.set, *_ray_set(args)])
         run_dir = _out_dir(cfg, args.out)
-        preflight(cfg)
+        cfg = preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
     from leakbed.simulate import SimulationFailed
@@ -164,14 +145,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError(f"--out {out}: holds a different sweep ({saved}); refusing to mix them")
         if not saved.exists() and out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out}: folder exists, is not empty and is not a sweep")
-        for cfg in points.values():
-            preflight(cfg)
+        points = {key: preflight(cfg) for key, cfg in points.items()}
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(spec, indent=2))
-    with _progress() as bar:
-        ran = run_sweep(points, out, lambda cfg, folder: run_experiment(cfg, folder, bar, f"{folder.name}: "))
+    from leakbed.simulate import simulation_link
+
+    with _progress() as bar, simulation_link(first, out / "logs") as link:  # one SuperLink and Ray head for every point
+        ran = run_sweep(points, out, lambda cfg, folder: run_experiment(cfg, folder, bar, f"{folder.name}: ", link))
     report = write_sweep_report(points, out)
     print(f"ran {len(ran)} of {len(points)} points ({len(points) - len(ran)} reused); report: {report}")
     return 0
@@ -181,8 +163,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from core.data import DataError
 
     try:
-        cfg = load_config(args.config, args.set)
-        preflight(cfg)
+        cfg = preflight(load_config(args.config, args.set))
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
     print(dump_config(cfg), end="")
@@ -222,7 +203,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, args.set)
         out = _out_dir(cfg, args.out)
-        preflight(cfg)
+        cfg = preflight(cfg)
         users = len(federation(cfg, cfg.split.priors[0]).user_ids)
         n = args.supernodes or users
         if n != users:
@@ -281,7 +262,7 @@ def cmd_compose(args: argparse.Namespace) -> int:
 
 def cmd_open_world_sweep(args: argparse.Namespace) -> int:
     from core.data import DataError
-    from leakbed.open_world_sweep import parse_seen, run_sweep, sweep_config
+    from studies.open_world_sweep import parse_seen, run_sweep, sweep_config
 
     try:
         seen = parse_seen(args.seen)
@@ -289,7 +270,7 @@ def cmd_open_world_sweep(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default_run_dir(cfg.name + "-open-world")
         if out.exists() and any(out.iterdir()) and not (out / "run").is_dir():
             raise ConfigError(f"--out {out}: folder exists, is not empty and is not an open-world sweep")
-        preflight(cfg)
+        cfg = preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
         return _fail(str(err).splitlines()[0])
     out.mkdir(parents=True, exist_ok=True)
@@ -315,7 +296,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     try:
         md = run_analysis(args)
-    except (ConfigError, FileNotFoundError, ValueError) as err:
+    except (ConfigError, FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail(str(err).splitlines()[0])
     print(md.read_text())
     print(f"written: {md} (and the run's report.md)")
@@ -407,6 +388,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--base", default="auto", help="build/up: auto, official (Flower's images) or local (from Debian packages)")
     c.add_argument("--gpu", action="store_true", help="build/up: also build the CUDA image")
     c.add_argument("--no-build", action="store_true", help="up: use the images already built")
+    c.add_argument(
+        "--plugin", action="append", default=[], metavar="PATH", help="build/up: install this plugin package in the app image"
+    )
     c.add_argument("--project", default="leakbed", help="build/up/down: the compose project name (default leakbed)")
     c.add_argument("--engine", default="auto", help="build/up/down: auto, docker or podman (default auto)")
     c.add_argument("--supernodes", type=int, default=3, help="SuperNodes = users, one per partition-id (default 3)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from leakbed import images, stack
 from leakbed.compose import ComposeError, check_counts, run_config
@@ -27,7 +28,8 @@ def run_action(args: argparse.Namespace) -> int:
                 _say(note)
             chosen, why = images.choose(args.base)
             _say(f"images: {why}")
-            for tag, seconds in images.build(engine, chosen, gpu=args.gpu, say=_say).items():
+            plugins = [Path(p) for p in args.plugin]
+            for tag, seconds in images.build(engine, chosen, gpu=args.gpu, say=_say, plugins=plugins).items():
                 _say(f"  {tag}: {seconds:.0f} s")
             return 0
         if args.action == "down":
@@ -37,7 +39,8 @@ def run_action(args: argparse.Namespace) -> int:
                 return 1
             _say(f"removed project {args.project}: no container, network or volume left")
             return 0
-        stack.up(engine, the_stack, base=args.base, build=not args.no_build, gpu=args.gpu, say=_say)
+        plugins = [Path(p) for p in args.plugin]
+        stack.up(engine, the_stack, base=args.base, build=not args.no_build, gpu=args.gpu, say=_say, plugins=plugins)
     except (ComposeError, EngineError) as err:
         print(f"leakbed: error: {err}", file=sys.stderr)
         return 2

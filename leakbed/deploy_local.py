@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.config import ExperimentConfig, dump_config
 from core.layout import RunLayout
-from core.processes import descendants, free_ports, terminate
+from core.processes import descendants, free_ports, marked, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
@@ -103,11 +103,14 @@ class Deployment:
             raise DeployError(f"{name} exited with code {code}{_error_in(log)}; see {log}")
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``."""
+        """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``; then the
+        same for any process that still carries the deployment's mark (one a dying parent orphaned, or one
+        started between the listing and the signal)."""
         pids = []
         for p in reversed(list(self.procs.values())):
             pids += [p.pid, *descendants(p.pid)]
         terminate(pids, grace)
+        terminate(marked(DEPLOYMENT_MARK, str(self.out)), grace)
         for p in self.procs.values():
             try:
                 p.wait(timeout=1)
@@ -115,15 +118,21 @@ class Deployment:
                 pass
 
 
+DEPLOYMENT_MARK = "LEAKBED_DEPLOYMENT"  # in every deployment process's environment, so stop() finds strays
+REFUSAL = "leakbed: error: "  # how the ServerApp logs a config its preflight refuses (leakbed.apps)
 ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Timeout|Failed|Cancelled)\w*: .+")
 
 
 def _error_in(log: Path) -> str:
-    """``: <the last exception line>`` of a process log (the ServerApp's error as ``flwr run`` streams it), or ''."""
+    """``: <the ServerApp's one-line refusal, or the last exception line>`` of a process log (what ``flwr run``
+    streams), or ''."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
+    refused = [line.split(REFUSAL, 1)[1].strip() for line in lines if REFUSAL in line]
+    if refused:
+        return f": {refused[-1]}"
     found = [line.strip() for line in lines if ERROR_LINE.match(line.strip())]
     return f": {found[-1]}" if found else ""
 
@@ -222,7 +231,7 @@ def deploy_local(
     config_path = out / "experiment.toml"
     config_path.write_text(dump_config(run_cfg))
 
-    dep = Deployment(out, env)
+    dep = Deployment(out, {**env, DEPLOYMENT_MARK: str(out)})
     results: dict[str, dict] = {}
     try:
         dep.run("certs", ["bash", str(REPO_ROOT / "deploy" / "certs.sh"), str(certs), str(supernodes)], 120)

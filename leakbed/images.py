@@ -15,17 +15,18 @@ from __future__ import annotations
 import os
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from leakbed.engine import Engine, EngineError, machine_lock
 
 ROOT = Path(__file__).resolve().parents[1]
-FLWR_VERSION = "1.41.0"
+FLWR_VERSION = "1.42.0"
 APP_IMAGE = "localhost/leakbed-app:0.1.0"
 APP_CUDA_IMAGE = "localhost/leakbed-app-cuda:0.1.0"
 DEBIAN_IMAGE = "localhost/leakbed-debian:bookworm"
@@ -113,16 +114,40 @@ def _build(engine: Engine, dockerfile: Path, context: Path, tag: str, args: dict
     engine.run(*argv, str(context), capture=quiet)
 
 
+PLUGIN_WHEELS = ROOT / "deploy" / "plugins"
+
+
+def plugin_wheels(plugins: Sequence[Path]) -> list[Path]:
+    """A wheel of each plugin package (a folder with its own pyproject.toml) in ``deploy/plugins``, where the app
+    image installs them after leakbed; the wheels of an earlier build are removed first. EngineError (one line)
+    for a folder that is no package or does not build."""
+    for old in PLUGIN_WHEELS.glob("*.whl"):
+        old.unlink()
+    for folder in plugins:
+        if not (Path(folder) / "pyproject.toml").is_file():
+            raise EngineError(f"--plugin {folder}: not a Python package (no pyproject.toml)")
+        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(PLUGIN_WHEELS)]
+        out = subprocess.run([*argv, str(folder)], capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
+            raise EngineError(f"--plugin {folder}: its wheel did not build{': ' + tail[0] if tail else ''}")
+    return sorted(PLUGIN_WHEELS.glob("*.whl"))
+
+
 def build(
     engine: Engine,
     images: Images,
     gpu: bool = False,
     quiet: bool = True,
     say: Callable[[str], None] = print,
+    plugins: Sequence[Path] = (),
 ) -> dict[str, float]:
-    """Build what ``images`` needs; returns seconds per image (layer caches make rebuilds quick).
-    One build at a time on a machine: a second waits, then finds every layer cached."""
+    """Build what ``images`` needs, the app image with the ``plugins`` packages installed; returns seconds per image
+    (layer caches make rebuilds quick). One build at a time on a machine: a second waits, then finds every layer
+    cached."""
     with machine_lock("build"):
+        for wheel in plugin_wheels(plugins):
+            say(f"plugin: {wheel.name}")
         return _build_all(engine, images, gpu, quiet, say)
 
 

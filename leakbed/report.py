@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from referee.analyses.sections import analysis_lines, participant_lines
+from studies.sections import analysis_lines, participant_lines
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
@@ -130,11 +130,19 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
+def defense_params(entry: dict) -> str:
+    """A defenses entry's own parameters as the report names them: `` (variance 0.5)``, or '' for none."""
+    params = {k: v for k, v in entry.items() if k not in ("name", "fraction", "users")}
+    number = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
+    shown = ", ".join(f"{k} {v:g}" if number(v) else f"{k} {v}" for k, v in params.items())
+    return f" ({shown})" if shown else ""
+
+
 def _defense_lines(run: dict) -> list[str]:
     """Protection for defending and non-defending users apart (each ranked among its own updates)."""
     if not run.get("defenses"):
         return []
-    names = ", ".join(f"{d['name']} {d['strength']:g} ({d['fraction']:.0%} of users)" for d in run["defenses"])
+    names = ", ".join(f"{d['name']}{defense_params(d)} ({d['fraction']:.0%} of users)" for d in run["defenses"])
     lines = [f"- defenses: {names}; {run['defending_users']} of {run['users']} users defend"]
     for attacker, m in run["attackers"].items():
         parts = [

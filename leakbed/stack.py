@@ -15,7 +15,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,14 +209,16 @@ def up(
     build: bool = True,
     gpu: bool = False,
     say: Callable[[str], None] = print,
+    plugins: Sequence[Path] = (),
 ) -> images.Images:
-    """Build (unless ``build`` is False), render and start ``stack``; returns the images used."""
+    """Build (unless ``build`` is False; with the ``plugins`` packages), render and start ``stack``; returns the
+    images used."""
     for note in engine.notes:
         say(note)
     chosen, why = images.choose(base)
     say(f"images: {why}")
     if build:
-        for tag, seconds in images.build(engine, chosen, gpu=gpu, say=say).items():
+        for tag, seconds in images.build(engine, chosen, gpu=gpu, say=say, plugins=plugins).items():
             say(f"  {tag}: {seconds:.0f} s")
     if stack.tls:
         make_certs(stack)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attacks.registry import reid_names
 from core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from leakbed.report import ATTACKER_LABELS, load_runs
 
@@ -173,6 +174,8 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
     nan = float("nan")
     rows = []
     for name, cfg in points.items():
+        attackers = reid_names(cfg.attack.suite)
+        others = [s for s in cfg.attack.suite if s not in attackers]
         for rule, run in load_runs(out / name).items():
             last = str(run["rounds"])
             util = run["utility"][last]["utility"]
@@ -189,10 +192,10 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     "released": run.get("shuffler", {}).get("released"),
                     "withheld": run.get("shuffler", {}).get("withheld"),
                     # an attacker whose fit failed (e.g. a diverged global model) has NaN here
-                    **{f"{a}_x_chance": run["attackers"].get(a, {}).get("x_chance", nan) for a in cfg.attack.attackers},
-                    **{f"{a}_ap": run["attackers"].get(a, {}).get("ap", nan) for a in cfg.attack.attackers},
-                    # suite attacks scored as × chance (metadata, linkage, ...): their effect beside the weights'
-                    **{f"suite:{s}_x_chance": run.get("suite", {}).get(s, {}).get("x_chance", nan) for s in cfg.attack.suite},
+                    **{f"{a}_x_chance": run["attackers"].get(a, {}).get("x_chance", nan) for a in attackers},
+                    **{f"{a}_ap": run["attackers"].get(a, {}).get("ap", nan) for a in attackers},
+                    # other attacks scored as × chance (metadata, linkage, ...): their effect beside the weights'
+                    **{f"suite:{s}_x_chance": run.get("suite", {}).get(s, {}).get("x_chance", nan) for s in others},
                 }
             )
     return rows
@@ -243,7 +246,7 @@ def _plot(rows: list[dict], attackers: list[str], path: Path) -> None:
 def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     """``tradeoff.json``, ``tradeoff.png`` and ``report.md`` with the trade-off table."""
     rows = tradeoff_rows(points, out)
-    attackers = list(points[BASELINE].attack.attackers)
+    attackers = reid_names(points[BASELINE].attack.suite)
     (out / "tradeoff.json").write_text(json.dumps(rows, indent=2))
     _plot(rows, attackers, out / "tradeoff.png")
     header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]

@@ -4,13 +4,9 @@ seed's Table 4, with chance levels (the most frequent attribute value; 1/|users|
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
 
 
 def attribute_metrics(r: dict[str, np.ndarray], owners: np.ndarray, truth: dict[str, np.ndarray], n_users: int) -> dict:
@@ -37,8 +33,8 @@ def attribute_metrics(r: dict[str, np.ndarray], owners: np.ndarray, truth: dict[
     }
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("attributes")
+def score(ctx: ScoreContext) -> dict:
+    r, referee = ctx.outputs, ctx.truth
     owners = referee.truth_for(r["ids"])
     truth = {str(c): np.asarray(referee.field_for(r["ids"], f"attr-{c}"), float) for c in r["columns"]}
     n_users = len(np.unique(np.concatenate([r["stl_id"], owners])))

@@ -4,16 +4,12 @@ the closed-world ranking of every user's text for each update (mean per-user AP 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from attacks.matching import pair_scores
-from attacks.scoring import reid_metrics
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
+from referee.reid_metrics import reid_metrics
 
 NAN = float("nan")
 
@@ -42,10 +38,10 @@ def pair_metrics(r: dict[str, np.ndarray], owners: np.ndarray, sel: np.ndarray, 
     }
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("cross-modal")
-    owners = referee.truth_for(r["ids"])
-    n, seed = cfg.attack.matching.eval_pairs, cfg.seed
+def score(ctx: ScoreContext) -> dict:
+    r = ctx.outputs
+    owners = ctx.truth.truth_for(r["ids"])
+    n, seed = ctx.params.siamese.eval_pairs, ctx.seed
     text_only = ~np.isin(owners, r["paired"])
     every = pair_metrics(r, owners, np.ones(len(owners), bool), n, seed)
     unpaired = pair_metrics(r, owners, text_only, n, seed)

@@ -8,17 +8,13 @@ referee computes from the truth, to show what the shuffler setting leaves to any
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from sklearn.metrics import adjusted_rand_score, average_precision_score
 
 from attacks.linkage import VARIANTS, group_mean
 from attacks.metadata import tie_break
-from attacks.scoring import random_ranking_ap, reid_metrics
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
+from referee.reid_metrics import random_ranking_ap, reid_metrics
 
 NAN = float("nan")
 VIEW = {"meta": "metadata", "w": "Δw", "both": "metadata + Δw"}
@@ -36,8 +32,8 @@ def pair_metrics(owners: np.ndarray, scores: np.ndarray) -> dict:
     return {"ap": ap, "chance_ap": chance, "x_chance": ap / chance, "pairs": int(same.size), "same_pairs": int(same.sum())}
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("linkage")
+def score(ctx: ScoreContext) -> dict:
+    r, referee = ctx.outputs, ctx.truth
     owners = referee.truth_for(r["ids"])
     views = {}
     for v in VARIANTS:
@@ -79,7 +75,7 @@ def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path
     if "pseudonyms" in r:
         nodes = np.asarray([str(x) for x in referee.field_for(r["ids"], "node")])
         cand = r["inter_candidates"]
-        oracle = tie_break(group_mean(cand, owners) + 1e-3 * cand, cfg.seed)
+        oracle = tie_break(group_mean(cand, owners) + 1e-3 * cand, ctx.seed)
         inter = {
             "alone": reid_metrics(nodes, r["pseudonyms"], r["inter_single"]),
             "linked": reid_metrics(nodes, r["pseudonyms"], r["inter_linked"]),
@@ -87,7 +83,7 @@ def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path
         }
         result["intersection"] = {k: {q: m[q] for q in KEYS} for k, m in inter.items()}
         result["intersection"]["candidates_per_update"] = float(cand.sum(axis=1).mean())
-        result["intersection"]["batch_min"] = cfg.shuffler.batch_min
+        result["intersection"]["batch_min"] = ctx.cfg.shuffler.batch_min
         reid_rows += [[f"intersection with sampled pseudonyms, {k.replace('_', ' ')}", *_cells(m)] for k, m in inter.items()]
     if reid_rows:
         tables["Re-identification after linking (closed-world metrics)"] = {

@@ -3,15 +3,11 @@ distinct anonymous updates, half from the same user, half from different users (
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from attacks.matching import balanced_pairs, pair_scores
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
 
 
 def matching_metrics(
@@ -52,11 +48,11 @@ def prior_metrics(owners: np.ndarray, r: dict[str, np.ndarray], n_pairs: int, se
     return {"ap": float(average_precision_score(same, p)), "auc": float(roc_auc_score(same, p))}
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("matching")
-    owners = referee.truth_for(r["ids"])
-    m = matching_metrics(owners, r["emb"], r["head_w"], r["head_b"], cfg.attack.matching.eval_pairs, cfg.seed)
-    prior = prior_metrics(owners, r, cfg.attack.matching.eval_pairs, cfg.seed)
+def score(ctx: ScoreContext) -> dict:
+    r = ctx.outputs
+    owners = ctx.truth.truth_for(r["ids"])
+    m = matching_metrics(owners, r["emb"], r["head_w"], r["head_b"], ctx.params.eval_pairs, ctx.seed)
+    prior = prior_metrics(owners, r, ctx.params.eval_pairs, ctx.seed)
     m |= {"prior_ap": prior["ap"], "prior_auc": prior["auc"]}
     m["notes"] = [
         f"Siamese matching (seed 001 §4.3), closed world: AP {m['ap']:.3f} on {m['pairs']} balanced pairs of distinct "

@@ -11,16 +11,12 @@ defense (not found by hash) are counted apart.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from attacks.membership import is_member, read_vocabularies
-from core.config import ExperimentConfig
-from core.data import federation
+from core.data import Federation
 from core.record_hash import record_hash
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
 
 SEED_TABLE_7_2 = {32: 0.92, 64: 0.84, 128: 0.75, 256: 0.66, 512: 0.62}  # Yelp-health, batch size -> precision
 
@@ -28,9 +24,8 @@ SEED_TABLE_7_2 = {32: 0.92, 64: 0.84, 128: 0.75, 256: 0.66, 512: 0.62}  # Yelp-h
 Record = tuple[np.ndarray, np.ndarray]
 
 
-def record_index(cfg: ExperimentConfig, rule: str) -> tuple[dict[int, Record], list[Record]]:
+def record_index(fed: Federation) -> tuple[dict[int, Record], list[Record]]:
     """(hash -> (x, y) of every device's private record, hold-out records) of the run's federation."""
-    fed = federation(cfg, rule)
     private = {}
     for pid in range(len(fed.user_ids)):
         data = fed.private(pid)
@@ -44,10 +39,10 @@ def record_index(cfg: ExperimentConfig, rule: str) -> tuple[dict[int, Record], l
     return private, held_out
 
 
-def score_membership(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    ids, _rounds, vocab = read_vocabularies(store)
-    rule = out.name if out.name in cfg.split.priors else cfg.split.priors[0]
-    private, held_out = record_index(cfg, rule)
+def score_membership(ctx: ScoreContext) -> dict:
+    ids, _rounds, vocab = read_vocabularies(ctx.outputs)
+    referee, cfg = ctx.truth, ctx.cfg
+    private, held_out = record_index(ctx.federation)
     rng = np.random.default_rng([cfg.seed, 0x3E3])
     tp = fn = fp = tn = missing = 0
     sizes = []

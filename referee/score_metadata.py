@@ -7,14 +7,10 @@ scores to Prometheus as attacks ``metadata+<attacker>``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from attacks.scoring import reid_metrics
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
+from referee.reid_metrics import reid_metrics
 
 KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
 
@@ -30,12 +26,12 @@ def _row(label: str, m: dict) -> list[str]:
     ]
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("metadata")
-    owners, classes, rounds = referee.truth_for(r["ids"]), r["classes"], r["rounds"]
+def score(ctx: ScoreContext) -> dict:
+    r = ctx.outputs
+    owners, classes, rounds = ctx.truth.truth_for(r["ids"]), r["classes"], r["rounds"]
     meta = reid_metrics(owners, classes, r["meta"])
     count = reid_metrics(owners, classes, r["count_only"])
-    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"]) for a in cfg.attack.attackers if f"weights_{a}" in r}
+    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"]) for a in ctx.cfg.attack.suite if f"weights_{a}" in r}
     fused = {a: reid_metrics(owners, classes, r[f"fused_{a}"]) for a in weights}
     per_round = {}
     for rnd in np.unique(rounds):

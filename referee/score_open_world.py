@@ -7,16 +7,12 @@ is scored like the closed world over |seen| + 1 classes, an unseen user's update
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from attacks.open_world import UNSEEN
-from attacks.scoring import reid_metrics
-from core.config import ExperimentConfig
-from core.store import UpdateStore
+from referee.context import ScoreContext
+from referee.reid_metrics import reid_metrics
 from referee.score_matching import matching_metrics
-from referee.truth import Referee
 
 NAN = float("nan")
 
@@ -55,9 +51,9 @@ def open_world_metrics(r: dict[str, np.ndarray], owners: np.ndarray, n_pairs: in
     return out
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path, name: str = "open-world") -> dict:
-    r = store.read_result(name)
-    m = open_world_metrics(r, referee.truth_for(r["ids"]), cfg.attack.matching.eval_pairs, cfg.seed)
+def score(ctx: ScoreContext) -> dict:
+    r = ctx.outputs
+    m = open_world_metrics(r, ctx.truth.truth_for(r["ids"]), ctx.params.siamese.eval_pairs, ctx.seed)
     m["notes"] = [
         f"Open world (seed 001 §6.1.2): {m['seen_users']} seen, {m['unseen_users']} unseen, {m['holdout_users']} holdout "
         f"users. Re-identification over |seen|+1 classes: AP {m['ap']:.3f} = {m['x_chance']:.1f}× chance "

@@ -14,10 +14,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-from attacks.scoring import random_ranking_ap
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
+from referee.reid_metrics import random_ranking_ap
 
 
 def profile_metrics(owners: np.ndarray, share: np.ndarray, scores: np.ndarray, fit_ratio: float, k: int) -> dict:
@@ -79,12 +77,12 @@ def _figure(m: dict, target: int, out: Path) -> str:
     return path.name
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    r = store.read_result("profile")
+def score(ctx: ScoreContext) -> dict:
+    r, referee, out = ctx.outputs, ctx.truth, ctx.out
     target = int(r["target_class"])
     owners = referee.truth_for(r["ids"])
     share = np.asarray([s[target] for s in referee.field_for(r["ids"], "label-share")], float)
-    m = profile_metrics(owners, share, r["scores"], cfg.attack.profile.fit_ratio, cfg.attack.profile.top_k)
+    m = profile_metrics(owners, share, r["scores"], ctx.params.fit_ratio, ctx.params.top_k)
     top = m.pop("top")
     m["tables"] = {
         f"Profile prior (class {target}): top-{m['k']} users": {

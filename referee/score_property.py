@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from core.config import ExperimentConfig
-from core.store import UpdateStore
+from referee.context import ScoreContext
 from referee.truth import Referee
 
 FRACTION_BINS = (0.0, 0.125, 0.25, 0.5, 1.0)
@@ -32,8 +32,8 @@ def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:.3f}"
 
 
-def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    res = store.read_result("property")
+def score_property(ctx: ScoreContext) -> dict:
+    res, referee, cfg, out = ctx.outputs, ctx.truth, ctx.cfg, ctx.out
     ids, rounds, scores = res["ids"], res["rounds"], res["scores"]
     has = np.asarray(referee.field_for(ids, "has-property"), int)
     frac = np.asarray(referee.field_for(ids, "property-fraction"), float)
@@ -52,7 +52,7 @@ def score_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, 
     mean_score = np.asarray([scores[users == u].mean() for u in names])
     mean_other = np.asarray([other[users == u].mean() for u in names]) if other is not None else None
     mean_frac = np.asarray([frac[users == u].mean() for u in names])
-    holder = mean_frac > cfg.attack.property.holder_rate
+    holder = mean_frac > ctx.params.holder_rate
     figure = _timeline(out, cfg, users, rounds, {"seed classifier": scores, other_name: other})
     return {
         "auc": auc(has, scores),
@@ -97,7 +97,8 @@ def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.nd
 
     from core.property_plan import is_default
 
-    targets = set(cfg.data.property_plan.holders) if not is_default(cfg) and cfg.data.property_plan.holders else set()
+    plan = cfg.data.property_plan
+    targets = set(plan.holders) if not is_default(plan) and plan.holders else set()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 3.2), squeeze=False)
     is_target = np.isin(users, list(targets)) if targets else np.zeros(len(users), bool)
     for ax, (title, scores) in zip(axes[0], panels.items(), strict=True):
@@ -122,8 +123,8 @@ def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.nd
     return name
 
 
-def score_aggregate_property(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    res = store.read_result("aggregate-property")
+def score_aggregate_property(ctx: ScoreContext) -> dict:
+    res, referee, cfg = ctx.outputs, ctx.truth, ctx.cfg
     labels, sizes = [], []
     for members in res["members"]:
         ids = np.asarray(str(members).split())

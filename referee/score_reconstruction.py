@@ -21,9 +21,6 @@ max(r, 1 − r) with r their property rate (seed 004 balances the property, so i
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
 import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
@@ -33,8 +30,8 @@ from core.config import ExperimentConfig
 from core.models import build_model
 from core.store import UpdateStore
 from core.training import load_arrays
+from referee.context import ScoreContext
 from referee.score_membership import record_index
-from referee.truth import Referee
 
 SEED_TABLE_1 = {  # CelebA gender, per-sample accuracy %, FedSGD (seed 004 Table 1)
     "dlg": {1: 93.12, 8: 50.00, 32: 50.00},
@@ -65,11 +62,6 @@ def count_accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
     return 1.0 - abs(int((pred >= 0.5).sum()) - int(labels.sum())) / len(labels)
 
 
-@functools.lru_cache(maxsize=2)
-def _records(cfg_json: str, rule: str) -> dict:
-    return record_index(ExperimentConfig.model_validate_json(cfg_json), rule)[0]
-
-
 def _true_features(cfg: ExperimentConfig, store: UpdateStore, rnd: int, x: np.ndarray, corpus) -> np.ndarray:  # noqa: ANN001
     model = build_model(cfg.model, corpus)
     load_arrays(model, store.read_global(rnd))
@@ -78,13 +70,12 @@ def _true_features(cfg: ExperimentConfig, store: UpdateStore, rnd: int, x: np.nd
         return feature_split(model).features(torch.as_tensor(x)).numpy()
 
 
-def score(name: str, referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    from core.data import federation
-
-    res = store.read_result(name)
-    rule = out.name if out.name in cfg.split.priors else cfg.split.priors[0]
-    private = _records(cfg.model_dump_json(), rule)
-    corpus = federation(cfg, rule).corpus if name == "feature-inference" else None
+def score(ctx: ScoreContext) -> dict:
+    """The scorer of feature-inference, dlg and inverting-gradients."""
+    name, res, referee, cfg, store = ctx.attack, ctx.outputs, ctx.truth, ctx.cfg, ctx.store
+    private = record_index(ctx.federation)[0]
+    features = str(res["space"]) == "features"  # feature-inference matches on deep features, DLG and IG on pixels
+    corpus = ctx.federation.corpus
     offsets = np.concatenate([[0], np.cumsum(res["counts"])])
     matched, counted, chance, count_chance, missing, sizes, labels_all = [], [], [], [], 0, [], []
     per_update, distances = [], []
@@ -99,7 +90,7 @@ def score(name: str, referee: Referee, store: UpdateStore, cfg: ExperimentConfig
         labels = props[found]
         recon = res["recon"][offsets[j] : offsets[j + 1]]
         pred = res["probs"][offsets[j] : offsets[j + 1]]
-        if name == "feature-inference":
+        if features:
             true = _true_features(cfg, store, int(res["rounds"][j]), x, corpus)
             acc, dist = matched_accuracy(recon, true, pred, labels, "cosine")
         else:
@@ -142,7 +133,7 @@ def score(name: str, referee: Referee, store: UpdateStore, cfg: ExperimentConfig
         },
         "notes": [
             f"{name}: per-sample property accuracy {_pct(acc_all)} (Hungarian-matched on true "
-            f"{'deep features' if name == 'feature-inference' else 'pixels'}), {_pct(mean(counted))} count-based "
+            f"{'deep features' if features else 'pixels'}), {_pct(mean(counted))} count-based "
             f"(no matching); chance {_pct(mean(chance))} / {_pct(mean(count_chance))}; {len(matched)} updates of "
             f"{', '.join(map(str, steps))} local step(s) at batch {', '.join(map(str, batch))}"
             + (f"; seed 004 Table 1 (CelebA, FedSGD): {seed:.1f}%" if seed is not None else "")
@@ -153,7 +144,3 @@ def score(name: str, referee: Referee, store: UpdateStore, cfg: ExperimentConfig
 
 def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:.1f}%"
-
-
-def scorer(name: str):  # noqa: ANN201 - a referee.scorers.Scorer
-    return functools.partial(score, name)

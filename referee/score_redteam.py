@@ -4,13 +4,10 @@ true owner (chance: 1/|users|) or its true training round (chance: 1/|rounds|), 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee.truth import Referee
+from referee.context import ScoreContext
 
 
 def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.ndarray, n_users: int, n_rounds: int) -> dict:
@@ -28,14 +25,15 @@ def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.nd
     return {"owner_chance": 1.0 / max(1, n_users), "round_chance": 1.0 / max(1, n_rounds), "probes": table}
 
 
-def score(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path) -> dict:
-    found_all = json.loads((store.root / "results" / "redteam.json").read_text())
+def score(ctx: ScoreContext) -> dict:
+    store, referee = ctx.store, ctx.truth
+    found_all = json.loads(str(ctx.outputs["found"]))
     found, breakout = found_all["probes"], found_all["breakout"]
     anon = store.read_anon()
     ids = [str(i) for i in anon["ids"]]
     owners = referee.truth_for(np.asarray(ids))
     rounds = np.asarray([int(r) for r in referee.field_for(np.asarray(ids), "round")])
-    m = probe_metrics(found, ids, owners, rounds, len(set(owners)), cfg.fl.rounds)
+    m = probe_metrics(found, ids, owners, rounds, len(set(owners)), ctx.cfg.fl.rounds)
     m["best_owner_accuracy"] = max((p["owner_accuracy"] for p in m["probes"].values()), default=0.0)
     m["best_round_accuracy"] = max((p["round_accuracy"] for p in m["probes"].values()), default=0.0)
     rows = [[n, f"{100 * p['owner_accuracy']:.1f}", f"{100 * p['round_accuracy']:.1f}", "; ".join(p["evidence"][:2]) or "nothing"]

@@ -1,50 +1,43 @@
-"""How the referee scores each suite attack: one scorer per attack, joining the attack's outputs
-in the store with the ground truth only the referee holds.
+"""Each attack's scorer, found from its plugin: ``Attack.scorer`` names it as ``"module:function"``.
 
-A scorer returns a JSON-able dict: scalar metrics at the top level (e.g. ``ap``, ``auc``,
-``chance``), optional ``tables`` ({title: {"header": [...], "rows": [[...]]}}) and ``figures``
-(paths relative to the prior's run folder) for the report. Add one entry per attack.
+The referee imports a scorer only here, after the attack side has written its outputs; the attack side never
+imports one. A scorer that fails to load or to score is one line in the run's metrics, not a lost run.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
-from core.config import ExperimentConfig
-from core.store import UpdateStore
-from referee import (
-    score_attributes,
-    score_cross_modal,
-    score_linkage,
-    score_matching,
-    score_metadata,
-    score_open_world,
-    score_profile,
-    score_reconstruction,
-    score_redteam,
-)
-from referee.score_membership import score_membership
-from referee.score_property import score_aggregate_property, score_property
-from referee.truth import Referee
+from attacks import registry
+from referee.context import ScoreContext
 
-Scorer = Callable[[Referee, UpdateStore, ExperimentConfig, Path], dict]
-
-SCORERS: dict[str, Scorer] = {}
-SCORERS["open-world"] = score_open_world.score
-SCORERS["matching"] = score_matching.score
-SCORERS["cross-modal"] = score_cross_modal.score
-SCORERS["profile"] = score_profile.score
-SCORERS["attributes"] = score_attributes.score
-SCORERS["property"] = score_property
-SCORERS["aggregate-property"] = score_aggregate_property
-SCORERS["membership"] = score_membership
-SCORERS["redteam"] = score_redteam.score
-SCORERS["metadata"] = score_metadata.score
-SCORERS["linkage"] = score_linkage.score
-for _name in ("feature-inference", "dlg", "inverting-gradients"):
-    SCORERS[_name] = score_reconstruction.scorer(_name)
+Scorer = Callable[[ScoreContext], dict]
 
 
-def score_suite(referee: Referee, store: UpdateStore, cfg: ExperimentConfig, out: Path, names: list[str]) -> dict[str, dict]:
-    return {name: SCORERS[name](referee, store, cfg, out) for name in names}
+class ScorerError(RuntimeError):
+    """An attack's scorer could not be loaded (one line)."""
+
+
+def scorer_of(name: str) -> Scorer:
+    """Attack ``name``'s scorer function."""
+    path = registry.attack(name).scorer
+    module, _, function = path.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as err:
+        raise ScorerError(f"attack {name!r}: scorer {path!r} cannot be loaded: {err}") from None
+    if not callable(found):
+        raise ScorerError(f"attack {name!r}: scorer {path!r} is not a function")
+    return found
+
+
+def params_for(name: str, table: dict[str, Any] | None, overrides: dict[str, Any] | None = None) -> Any:
+    """The attack's parameters as its run (or a study's variant) fitted it."""
+    return registry.params_of(name, {**(table or {}), **(overrides or {})})
+
+
+def score_one(attack: str, ctx: ScoreContext) -> dict:
+    """Attack ``attack``'s metrics on the outputs ``ctx`` names."""
+    return scorer_of(attack)(ctx)

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.scoring import reid_metrics
-from core.store import UpdateStore
 from referee.seal import TRUTH_FILE
 
 
 class Referee:
-    """The sealed truth of one prior's run, joined with the attacks' predictions."""
+    """The sealed truth of one prior's run."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
@@ -45,19 +43,3 @@ class Referee:
     def field_for(self, ids: np.ndarray, name: str) -> list[object]:
         """A sealed per-update fact for each id."""
         return [self._fields[str(i)][name] for i in ids]
-
-    def score(self, store: UpdateStore, attacker: str, groups: dict[str, set[str]] | None = None) -> dict:
-        """Overall and per-round metrics for one attacker's predictions, and per group of users
-        (e.g. defending / not defending), each group ranked among its own updates only."""
-        pred = store.read_predictions(attacker)
-        truth = self.truth_for(pred["ids"])
-        overall = reid_metrics(truth, pred["classes"], pred["scores"])
-        by_group = {}
-        for name, users in (groups or {}).items():
-            sel = np.isin(truth, list(users))
-            by_group[name] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
-        per_round = {}
-        for rnd in np.unique(pred["rounds"]):
-            sel = pred["rounds"] == rnd
-            per_round[int(rnd)] = reid_metrics(truth[sel], pred["classes"], pred["scores"][sel])
-        return {**overall, "per_round": per_round, "groups": by_group}

@@ -1,122 +1,156 @@
-"""One FL run of an experiment under one prior rule, shared by every way of launching it.
+"""One FL run of an experiment under one prior rule: the run's one loop, whatever launched it.
 
-The Ray simulation (``leakbed run``) and ``flwr run .`` (simulation or deployment) both call
-``run_federation`` from their ServerApp main; nothing forks by mode.
+Flower's ``Strategy.start`` drives the rounds. The strategy is the curious tap (``server.tap``) around the
+defenses' server halves (``server.halves``: DP-FedAvg's noise) around Flower's FedAvg. Under SecAgg+ the
+same loop runs on a grid that answers each round's train messages with the protocol's aggregate
+(``server.secagg``), so only the attacks that read aggregates are fitted there. Every way of launching a
+run (``leakbed run``, ``flwr run``, a deployment) calls ``run_federation`` from the ServerApp's main.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
 
-from attacks import needs_full_updates
-from attacks.suite import needs_participation
+from attacks import AttackPool, registry
 from core.adoption import defending_users
 from core.config import ExperimentConfig
 from core.derive import derived_seed
 from core.layout import RunLayout
-from server.dp import dp_fedavg_defense, privacy_summary, wrap_dp
+from server.halves import ServerHalves
 from server.judge import Judge
 from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
-from server.run_parts import FIT_FAILED, Progress, prepare_run, train_config
+from server.plan import sampled_per_round
+from server.run_parts import FIT_FAILED, Progress, RunParts, prepare_run, train_config
+from server.sampling import TicketSampler
+from server.secagg import CANNOT_RUN, SecAggGrid
 from server.shuffler import Shuffler
 from server.startup import bounded_start
-from server.strategy import CuriousFedAvg
+from server.tap import CuriousTap
 
 log = logging.getLogger(__name__)
 __all__ = ["Progress", "run_federation"]
 
 
+def runnable(cfg: ExperimentConfig) -> list[str]:
+    """The suite's attacks this run can serve: all of them, or under SecAgg+ those that read aggregates."""
+    if cfg.fl.secure_aggregation != "secagg+":
+        return list(cfg.attack.suite)
+    return [n for n in cfg.attack.suite if registry.attack(n).needs.level == "aggregate"]
+
+
+def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str]) -> CuriousTap:
+    """The curious tap around the defenses' server halves around FedAvg; the tap samples each round's cohort
+    and the inner FedAvg takes all of it."""
+    cfg, users = run.cfg, run.fed.user_ids
+    fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0, min_available_nodes=1)
+    shuffler = Shuffler(
+        run.sealer,
+        run.keys,
+        full_updates=registry.needs_of(names, "full_updates"),
+        batch_min=cfg.shuffler.batch_min,
+        reference=cfg.shuffler.reference,
+    )
+    sampler = TicketSampler(
+        derived_seed(cfg.seed, "sampling"),
+        derived_seed(cfg.seed, "node-ids"),
+        cfg.fl.fraction_train,
+        len(users),
+        cfg.fl.startup_timeout,
+    )
+    return CuriousTap(
+        halves.wrap(fedavg, users, sampled_per_round(cfg, len(users))),
+        sampler=sampler,
+        shuffler=shuffler,
+        pool=pool,
+        uniform_weights=halves.uniform_weights,
+        max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
+        share_participation=registry.needs_of(names, "participation"),
+        timeout=cfg.fl.round_timeout,
+    )
+
+
 def run_federation(
-    grid: Grid, cfg: ExperimentConfig, rule: str, layout: RunLayout, judge: Judge, progress: Progress | None = None
+    grid: Grid,
+    cfg: ExperimentConfig,
+    rule: str,
+    layout: RunLayout,
+    judge: Judge,
+    halves: ServerHalves,
+    progress: Progress | None = None,
 ) -> dict:
-    """Train with the curious strategy, fit the attacks, have ``judge`` score them; writes
-    ``metrics.json`` into the prior's results folder."""
+    """Train with the curious tap, fit the attacks, have ``judge`` score them; writes ``metrics.json`` into
+    the prior's results folder and returns it."""
     run = prepare_run(cfg, rule, layout, progress)
-    fed, out = run.fed, run.out
+    users = run.fed.user_ids
     serve_metrics(cfg.telemetry)
     tel = RunTelemetry(cfg, rule)
+    names = runnable(cfg)
+    secagg = cfg.fl.secure_aggregation == "secagg+"
 
     def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
+        t0 = time.perf_counter()
         utility = run.evaluate(rnd, arrays.to_torch_state_dict())
+        if rnd in tap.rounds:
+            tap.rounds[rnd].evaluation_seconds = time.perf_counter() - t0
         tel.utility(utility["utility"])
-        observe_round(tel, rnd, strategy.rounds.get(rnd), pool.stats, pool.depth())
+        observe_round(tel, rnd, tap.rounds.get(rnd), pool.stats, pool.depth())
         if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:
-            pool.score([*cfg.attack.attackers, *cfg.attack.suite])  # interim scores for the privacy-over-rounds gauges
+            pool.score(names)  # interim scores for the privacy-over-rounds gauges
         return MetricRecord(utility)
 
     def interim_score(name: str, partial: bool) -> None:
         if partial:
             tel.attack(name, judge.interim(name))
 
-    pool = run.pool(
-        addresses=cfg.attack.worker_addresses,
-        retry_seconds=cfg.attack.retry_seconds,
-        on_fit=interim_score,
-    )
+    pool = run.pool(addresses=cfg.attack.worker_addresses, retry_seconds=cfg.attack.retry_seconds, on_fit=interim_score)
     tel.confined(pool.sandboxed or not pool.local)
     try:
-        shuffler = Shuffler(
-            run.sealer,
-            run.keys,
-            full_updates=needs_full_updates(cfg.attack.suite),
-            batch_min=cfg.shuffler.batch_min,
-            reference=cfg.shuffler.reference,
-        )
-        strategy = CuriousFedAvg(
-            shuffler=shuffler,
-            pool=pool,
-            seed=derived_seed(cfg.seed, "sampling"),
-            max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
-            startup_timeout=cfg.fl.startup_timeout,
-            uniform_weights=dp_fedavg_defense(cfg) is not None,
-            share_participation=needs_participation(cfg.attack.suite),
-            fraction_train=cfg.fl.fraction_train,
-            fraction_evaluate=0.0,
-            min_train_nodes=1,
-            min_evaluate_nodes=0,
-            min_available_nodes=len(fed.user_ids),
-        )
-        runner = wrap_dp(strategy, cfg, len(fed.user_ids))  # dp-fedavg: Flower's DP wrapper adds the noise
+        tap = build_tap(run, halves, pool, names)
+        loop_grid = SecAggGrid(grid, cfg.fl.secagg, cfg.fl.round_timeout) if secagg else grid
         run.timed(
             "fl",
-            lambda: runner.start(
-                grid=bounded_start(grid, cfg.fl.startup_timeout),  # no device ever answering fails round 1
+            lambda: tap.start(
+                grid=bounded_start(loop_grid, cfg.fl.startup_timeout),  # no device ever answering fails round 1
                 initial_arrays=ArrayRecord(run.model.state_dict()),
                 num_rounds=cfg.fl.rounds,
                 timeout=cfg.fl.round_timeout,
-                train_config=train_config(cfg, rule),
+                train_config=train_config(cfg, run.plan),
                 evaluate_fn=evaluate_fn,
             ),
         )
-        run.timed("attack_fit", lambda: pool.fit([*cfg.attack.attackers, *cfg.attack.suite]))
+        run.timed("attack_fit", lambda: pool.fit(names))
     finally:
         pool.close()
-    scored = run.fitted(pool, cfg.attack.attackers)
-    defending = defending_users(cfg, fed.user_ids)
-    groups = {"defending": defending, "not defending": set(fed.user_ids) - defending} if cfg.defenses else None
-    metrics = judge.attackers(scored, groups)
-    suite_ok = run.fitted(pool, cfg.attack.suite)
-    suite = judge.suite(suite_ok)
-    failed = {name: FIT_FAILED for name in [*cfg.attack.attackers, *cfg.attack.suite] if name not in [*scored, *suite_ok]}
+    fitted = run.fitted(pool, names)
+    defending = defending_users(cfg, users)
+    groups = {"defending": defending, "not defending": set(users) - defending} if cfg.defenses else None
+    scores = judge.score(fitted, groups)
+    failed = {n: CANNOT_RUN for n in cfg.attack.suite if n not in names} | {n: FIT_FAILED for n in names if n not in fitted}
+    failed |= {n: s["scorer_failed"] for n, s in scores.items() if "scorer_failed" in s}
+    scores = {n: s for n, s in scores.items() if n not in failed}
+    reid = [n for n in scores if registry.attack(n).family == "reid"]
     summary = {
         **run.summary(pool),
-        "attackers": metrics,
+        **({"secure_aggregation": "secagg+"} if secagg else {}),
+        "attackers": {n: scores[n] for n in reid},  # the closed-world table (seed 001 Table 3)
         "attackers_failed": failed,
-        "suite": suite,
+        "suite": {n: s for n, s in scores.items() if n not in reid},
         # attacks by adversarial participants (devices), reported apart from the server's
         "participant_attacks": judge.participants(),
-        "rounds_log": {str(r): vars(s) for r, s in sorted(strategy.rounds.items())},
-        "privacy": privacy_summary(cfg, fed.user_ids, getattr(runner, "releases", 0)),
-        "shuffler": shuffler.batching.stats.to_dict(),
+        "rounds_log": {str(r): vars(s) for r, s in sorted(tap.rounds.items())},
+        "privacy": halves.privacy(users, sampled_per_round(cfg, len(users)), tap.releases),
+        "shuffler": tap.shuffler_stats(),
     }
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
-    for name, result in {**metrics, **suite}.items():
+    (run.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    for name, result in scores.items():
         tel.attack(name, result)
     tel.pool(pool.stats, 0)
-    tel.finished(out)
+    tel.finished(run.out)
     return summary

@@ -1,9 +1,5 @@
-"""What every FL loop of a run sets up the same way: the plain curious FedAvg and the SecAgg+ one.
-
-Seeding, the federation, the model and its attack keys, the update store, the truth sealer, the
-test set and the device are built here once, so both loops measure utility and start the attack pool
-identically and their ``metrics.json`` share one shape.
-"""
+"""What a run sets up before its FL loop: seeding, the federation, the model and its attack keys, the update
+store, the truth sealer, the test set, the device plan and the attack pool."""
 
 from __future__ import annotations
 
@@ -15,9 +11,9 @@ from pathlib import Path
 import torch
 from flwr.app import ConfigRecord
 
-from attacks import AttackerKnowledge, AttackPool, needs_full_updates, sandbox
+from attacks import AttackerKnowledge, AttackPool, registry
 from attacks.records import received_fields
-from attacks.suite import needs_participation
+from attacks.sandbox import limits_for
 from attacks.tls import TlsFiles
 from core.adoption import defending_users
 from core.config import AttackConfig, ExperimentConfig
@@ -25,10 +21,11 @@ from core.data import Federation, UserData, federation
 from core.derive import derived_seed
 from core.layout import RunLayout
 from core.models import attack_keys, build_model
+from core.plan import PLAN_KEY, DevicePlan
 from core.store import UpdateStore
-from core.training import evaluate, pick_device
+from core.training import TrainConfig, evaluate, pick_device
 from referee.seal import Sealer
-from server.strategy import TRAIN_KEYS
+from server.plan import device_plan
 
 Progress = Callable[[int, dict[str, float]], None]
 FIT_FAILED = "fit failed or timed out (see pool errors)"
@@ -48,20 +45,6 @@ def knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> Attack
     )
 
 
-def sandbox_limits(attack: AttackConfig) -> tuple[sandbox.Limits | None, str]:
-    """The sandbox of locally spawned attack workers (None: unsandboxed) and, unsandboxed, why;
-    ``attack.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
-    if attack.sandbox == "off":
-        return None, "attack.sandbox = 'off'"
-    why = sandbox.available()
-    if why and attack.sandbox == "on":
-        raise ValueError(f"attack.sandbox = 'on' but the attack-worker sandbox cannot start here: {why}")
-    if why:
-        return None, why
-    lim = attack.limits
-    return sandbox.Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp), ""
-
-
 def tls_files(attack: AttackConfig) -> TlsFiles | None:
     """The pool's mutual-TLS files for remote workers; ValueError (one line) naming one that is missing."""
     if not attack.tls_root_cert:
@@ -73,20 +56,9 @@ def tls_files(attack: AttackConfig) -> TlsFiles | None:
     return TlsFiles(Path(attack.tls_root_cert), Path(attack.tls_cert), Path(attack.tls_key))
 
 
-def train_config(cfg: ExperimentConfig, rule: str) -> ConfigRecord:
-    """The round's training config as the devices receive it."""
-    return ConfigRecord(
-        {
-            "epochs": cfg.fl.local_epochs,
-            "batch_size": cfg.fl.batch_size,
-            "lr": cfg.fl.lr,
-            "optimizer": cfg.fl.optimizer,
-            "momentum": cfg.fl.momentum,
-            "steps": cfg.fl.local_steps,
-            "experiment": cfg.model_dump_json(),
-            "prior-rule": rule,
-        }
-    )
+def train_config(cfg: ExperimentConfig, plan: DevicePlan) -> ConfigRecord:
+    """The round's config as the devices receive it: the training keys and the device plan, nothing more."""
+    return ConfigRecord({**TrainConfig.of(cfg.fl).to_config(), PLAN_KEY: plan.model_dump_json()})
 
 
 @dataclass
@@ -103,6 +75,7 @@ class RunParts:
     sealer: Sealer
     test: UserData
     device: torch.device
+    plan: DevicePlan
     progress: Progress | None = None
     unsandboxed: str = ""  # why the local attack workers ran without the sandbox ('' = sandboxed, or remote)
     utility: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -129,7 +102,7 @@ class RunParts:
         a = self.cfg.attack
         remote = bool(extra.get("addresses"))
         tls = tls_files(a) if remote else None
-        limits, self.unsandboxed = (None, "") if remote else sandbox_limits(a)
+        limits, self.unsandboxed = (None, "") if remote else limits_for(a)
         return AttackPool(
             knowledge(self.cfg, self.fed, self.keys),
             str(self.layout.store_root),
@@ -147,8 +120,7 @@ class RunParts:
 
     def fitted(self, pool: AttackPool, names: list[str]) -> list[str]:
         """Of ``names``, the attacks whose fit finished (a NaN fit time marks a failed fit)."""
-        fit = pool.stats.fit_seconds
-        return [n for n in names if n in fit and fit[n] == fit[n]]
+        return [n for n in names if pool.stats.fitted(n)]
 
     def summary(self, pool: AttackPool) -> dict:
         """The part of ``metrics.json`` every loop writes the same way; how the attack side was confined comes first."""
@@ -169,11 +141,15 @@ class RunParts:
                 "sandboxed": pool.sandboxed,
                 "remote_workers": not pool.local,
                 "received": received_fields(
-                    [*TRAIN_KEYS, "participants", *(["sampled"] if needs_participation(self.cfg.attack.suite) else [])],
-                    needs_full_updates(self.cfg.attack.suite),
+                    [*TrainConfig.KEYS, "participants", *(["sampled"] if self.needs("participation") else [])],
+                    self.needs("full_updates"),
                 ),
             },
         }
+
+    def needs(self, flag: str) -> bool:
+        """Whether an attack of the suite declares the need ``flag`` (``attacks.contract.Needs``)."""
+        return registry.needs_of(self.cfg.attack.suite, flag)
 
     def timed(self, name: str, fn: Callable[[], object]) -> None:
         """Run ``fn`` and keep its wall time under ``name`` (FL training, attack fitting)."""
@@ -209,5 +185,6 @@ def prepare_run(cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: P
         sealer=Sealer(layout.referee(rule)),
         test=fed.test_set(),
         device=pick_device(cfg.device),
+        plan=device_plan(cfg, rule, fed.user_ids),
         progress=progress,
     )

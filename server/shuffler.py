@@ -27,6 +27,7 @@ from referee.seal import Sealer
 from server.batching import BatchRelease, HeldUpdate, nearest_global
 
 TRUTH_KEY = "leakbed-truth"
+AGGREGATE_KEY = "leakbed-aggregate"  # a reply that is a round's SecAgg+ aggregate: its participants and dropouts
 
 
 class Shuffler:
@@ -58,10 +59,14 @@ class Shuffler:
         for msg in replies:
             truth = msg.content.config_records[TRUTH_KEY]
             del msg.content[TRUTH_KEY]
+            aggregate = AGGREGATE_KEY in msg.content.config_records
+            if aggregate:
+                del msg.content[AGGREGATE_KEY]
             arrays = msg.content.array_records["arrays"]
             update_id = self._sealer.new_update_id()
             fields = {k: v for k, v in truth.items() if k != "user-id"}
-            fields["node"] = self._sealer.pseudonym(msg.metadata.src_node_id)
+            if not aggregate:  # an aggregate is no one node's reply
+                fields["node"] = self._sealer.pseudonym(msg.metadata.src_node_id)
             self._sealer.seal(update_id, str(truth["user-id"]), rnd, fields)
             n = int(msg.content.metric_records["metrics"]["num-examples"])
             self._meta[update_id] = report_meta(global_arrays, {k: arrays[k].numpy() for k in arrays})

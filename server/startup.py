@@ -1,11 +1,11 @@
 """A bounded start: round 1 fails with ``StartupTimeout`` when no device answers in time.
 
 In simulation every virtual SuperNode is registered before its runtime starts, so waiting for the
-devices to connect (``CuriousFedAvg._sample``) passes even when Ray never brings its raylet up;
+devices to connect (``server.sampling.TicketSampler``) passes even when Ray never brings its raylet up;
 Flower's ``send_and_receive`` would then wait the whole round timeout for replies that never come,
 and under ``flwr run`` the simulation process outlived the SuperLink. Bounding the first round's
 first reply by ``fl.startup_timeout`` makes that one clear error in every mode (``leakbed run``,
-``flwr run`` in simulation, a deployment) and in both loops (plain FedAvg and SecAgg+): the
+``flwr run`` in simulation, a deployment) and under SecAgg+ too: the
 ServerApp's main raises, so its process ends. Later rounds keep Flower's own timeout semantics.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from server.strategy import StartupTimeout
+from server.sampling import StartupTimeout
 
 PULL_INTERVAL = 0.5  # seconds between pulls while waiting for round 1's replies
 

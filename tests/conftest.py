@@ -51,72 +51,130 @@ def tiny_config(*overrides: str) -> ExperimentConfig:
         "fl.rounds=2",
         "fl.fraction_train=0.5",
         "attack.workers=1",
-        "attack.mlp_epochs=50",
     ]
-    return build_config({}, [*base, *overrides])
+    cfg = build_config({}, [*base, *overrides])
+    if "mlp" in cfg.attack.suite and "mlp" not in cfg.attack.params:  # a quicker MLP than the seed's 100 epochs
+        cfg = build_config({}, [*base, *overrides, "attack.params.mlp.epochs=50"])
+    return cfg
 
 
-class SharedRay:
-    """One real Ray head for this test process's in-process simulations, started on first use.
+def device_round(cfg: ExperimentConfig, partition: int, rnd: int = 1, train: object = None, rule: str = "random"):  # noqa: ANN201
+    """The ``client.plan.DeviceRound`` a device of ``cfg`` handles in round ``rnd`` (its plan as the server sends it)."""
+    from client.plan import DeviceRound
+    from core.data import federation
+    from core.training import TrainConfig
+    from server.plan import device_plan
 
-    A simulation that joins a running head skips Ray's own start and stop (4.9 s of wall and about
-    3 CPU-seconds here, against 0.8 s), which is also the start-up that fails on a loaded machine.
-    The head has one CPU, so Flower's pool holds one ClientApp actor, as many as an xdist worker's
-    share of the 2 cores gives (a simulation's numbers do not depend on it: tests/integration/
-    test_fidelity.py checks one actor against two). Runs started as processes (``leakbed run``,
-    ``flwr run``, the start-up fault tests) still start their own Ray.
+    plan = device_plan(cfg, rule, federation(cfg, rule).user_ids)
+    return DeviceRound(plan, partition, rnd, train if train is not None else TrainConfig.of(cfg.fl))
+
+
+class SharedSimulation:
+    """One real Ray head and one simulation SuperLink joined to it, for this test process, started on first use.
+
+    Every ``leakbed.simulate.simulate`` of the process is submitted to this SuperLink (``shared_link``), whose
+    Simulation Runtime joins the head (``RAY_ADDRESS``) instead of starting its own Ray: it skips Ray's start
+    and stop (4.9 s of wall and about 3 CPU-seconds here, against 0.8 s), which is also the start-up that fails
+    on a loaded machine, and the SuperLink's own start. The head has one CPU, so Flower's pool holds one
+    ClientApp actor, as many as an xdist worker's share of the 2 cores gives (a simulation's numbers do not
+    depend on it: tests/integration/test_fidelity.py checks one actor against two). Runs started as processes
+    (``leakbed run``, ``flwr run``, the start-up fault tests) and runs naming a cluster start their own.
     """
 
     def __init__(self, logs: Path) -> None:
         self.procs = Procs(logs)
+        self.logs = logs
         self.root: Path | None = None
-        self.address = ""
+        self.link = None
+        self._shared = None
 
-    def join(self) -> str:
-        if not self.address:
+    def start(self) -> None:
+        from leakbed.simulate import SimulationLink, shared_link
+
+        if self.link is None:
             self.root = Path(tempfile.mkdtemp(prefix="lkray-", dir="/tmp"))  # Ray's socket paths must fit 107 bytes
-            self.address = ray_head(self.procs, self.root / "head", 1)
-        return self.address
+            address = ray_head(self.procs, self.root / "head", 1)
+            self.link = SimulationLink(self.logs / "superlink", address)
+            self._shared = shared_link(self.link)
+            self._shared.__enter__()
 
     def stop(self) -> None:
+        if self.link is not None:
+            self._shared.__exit__(None, None, None)
+            self.link.stop()
         self.procs.stop_all()
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _shared_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """``ray.init`` without an address joins this process's shared head (``SharedRay``); an explicit
-    address (the two-node cluster test) is kept."""
-    import ray
-
-    head, init = SharedRay(tmp_path_factory.mktemp("ray-head")), ray.init
-
-    def joined(*args: object, **kwargs: object) -> object:
-        kwargs.setdefault("address", head.join())
-        return init(*args, **kwargs)
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(ray, "init", joined)
+def _shared_simulation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedSimulation]:
+    """Slow tests that simulate share this process's Ray head and SuperLink (``SharedSimulation``)."""
+    shared = SharedSimulation(tmp_path_factory.mktemp("simulation"))
     try:
-        yield
+        yield shared
     finally:
-        patch.undo()
-        head.stop()
+        shared.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flower_deprecations_are_warnings() -> Iterator[None]:
+    """Flower logs its deprecation notices; here they are ``FlowerDeprecationWarning``s, which pyproject.toml's
+    filterwarnings makes errors (runs in a Simulation Runtime are checked by ``leakbed.simulate``)."""
+    import logging
+
+    from leakbed.deprecations import AsWarning
+
+    flower, notice = logging.getLogger("flwr"), AsWarning()
+    flower.addFilter(notice)
+    yield
+    flower.removeFilter(notice)
 
 
 @pytest.fixture(autouse=True)
-def _no_ray_outside_slow(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep ``pytest -m "not slow"`` a fast inner loop: a test that starts a Ray simulation must be
-    marked ``slow``, and one that is not fails at once here instead of quietly taking minutes."""
+def _simulations_only_when_slow(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep ``pytest -m "not slow"`` a fast inner loop: a test that starts a simulation must be marked ``slow``,
+    and one that is not fails at once here instead of quietly taking minutes."""
+    from leakbed import simulate
+
     if request.node.get_closest_marker("slow"):
+        request.getfixturevalue("_shared_simulation").start()
         return
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"{request.node.nodeid} starts Ray but is not marked @pytest.mark.slow")
+        raise AssertionError(f"{request.node.nodeid} starts a simulation but is not marked @pytest.mark.slow")
 
-    monkeypatch.setattr("flwr.simulation.run_simulation", refuse)
+    monkeypatch.setattr(simulate.SimulationLink, "__init__", refuse)
     monkeypatch.setattr("ray.init", refuse)
+
+
+EXAMPLE_PLUGIN = REPO / "examples" / "leakbed-example-plugin"
+
+
+@pytest.fixture(scope="session")
+def example_plugin() -> Path:
+    """The example plugin package (its own pyproject.toml, outside leakbed's packages) pip-installed into this
+    environment, as a researcher installs theirs: every process of a run (SuperLink, Simulation Runtime, Ray actors,
+    sandboxed attack workers, deploy-local's processes) finds it through its entry points. Installed once under a
+    machine-wide lock (xdist workers share the environment) and left installed."""
+    import fcntl
+    import subprocess
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    with open("/tmp/leakbed-example-plugin.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            version("leakbed-example-plugin")
+        except PackageNotFoundError:
+            cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(EXAMPLE_PLUGIN)]
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+    from attacks import registry as attacks
+    from defenses import registry as defenses
+
+    attacks.attack.cache_clear()
+    defenses.defense.cache_clear()
+    return EXAMPLE_PLUGIN
 
 
 @pytest.fixture

@@ -1,25 +1,30 @@
 """Per-user data: load a source, filter users, split each into prior / private / test.
 
-``federation(cfg, rule)`` is the single entry point; it is cached per process because every
-ClientApp, the attacker's shadow-update worker and the server's utility evaluation rebuild the
-same deterministic federation from the frozen config.
+``federation(cfg, rule)`` (or ``federation_of`` with the data and split sections, as a device's plan
+holds them) is the single entry point; it is cached per process because every ClientApp, the
+attacker's shadow-update worker and the server's utility evaluation rebuild the same deterministic
+federation from the frozen config.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from core.config import DataConfig, ExperimentConfig
+from core.config import DataConfig, ExperimentConfig, SplitConfig
 from core.data.corpus import Corpus, Task, UserData
 from core.data.errors import DataError
 from core.data.split import Splits, UserSplit, filter_users
 
-__all__ = ["Corpus", "DataError", "Federation", "Task", "UserData", "UserSplit", "federation", "load_corpus"]
+__all__ = ["Corpus", "DataError", "Federation", "Task", "UserData", "UserSplit", "federation", "federation_of", "load_corpus"]
+
+
+def clear_cache() -> None:
+    """Forget the federations built so far (a test that measures a fresh build)."""
+    _FEDERATIONS.clear()
 
 
 def load_corpus(cfg: DataConfig, seed: int) -> Corpus:
@@ -79,31 +84,44 @@ class Federation:
         )
 
 
-def check_time(corpus: Corpus, rule: str, cfg: ExperimentConfig) -> None:
+def check_time(corpus: Corpus, rule: str, source: str, split: SplitConfig) -> None:
     """A chrono prior means "the attacker knows the user's past": on data whose t is only the row order
     that claim is the file's order, so it takes the experiment's explicit opt-in."""
-    if rule == "chrono" and corpus.time == "row order" and not cfg.split.chrono_row_order:
+    if rule == "chrono" and corpus.time == "row order" and not split.chrono_row_order:
         raise DataError(
-            f"split.priors: 'chrono' needs timestamps and {cfg.data.source} data {corpus.name!r} has none "
+            f"split.priors: 'chrono' needs timestamps and {source} data {corpus.name!r} has none "
             "(its t is the row order); set split.chrono_row_order = true to use row order"
         )
 
 
-@functools.lru_cache(maxsize=4)
-def _federation(data_json: str, split_json: str, seed: int, rule: str) -> Federation:
-    """Keyed by what shapes the federation only, so a sweep's points (which differ in defenses,
-    rounds, attacks) load a dataset once per process."""
-    cfg = ExperimentConfig.model_validate({"seed": seed, "data": json.loads(data_json), "split": json.loads(split_json)})
-    corpus = filter_users(load_corpus(cfg.data, cfg.seed), min_examples=cfg.data.min_examples, max_users=cfg.data.max_users)
+_FEDERATIONS: OrderedDict[tuple[str, str, int, str], Federation] = OrderedDict()
+_CACHED = 4  # federations kept per process: a sweep's points (which differ in defenses, rounds, attacks) load a dataset once
+
+
+def _build(data: DataConfig, split: SplitConfig, seed: int, rule: str) -> Federation:
+    corpus = filter_users(load_corpus(data, seed), min_examples=data.min_examples, max_users=data.max_users)
     if len(corpus.users) < 2:
-        raise DataError(f"only {len(corpus.users)} user(s) have at least {cfg.data.min_examples} examples; need 2 or more")
-    check_time(corpus, rule, cfg)
-    split = cfg.split
-    splits = Splits(corpus, rule, seed=cfg.seed, prior_fraction=split.prior_fraction, prior_count=split.prior_count,
-                    test_fraction=cfg.data.test_fraction)
+        raise DataError(f"only {len(corpus.users)} user(s) have at least {data.min_examples} examples; need 2 or more")
+    check_time(corpus, rule, data.source, split)
+    splits = Splits(corpus, rule, seed=seed, prior_fraction=split.prior_fraction, prior_count=split.prior_count,
+                    test_fraction=data.test_fraction)
     return Federation(corpus=corpus, rule=rule, splits=splits)
+
+
+def federation_of(data: DataConfig, split: SplitConfig, seed: int, rule: str) -> Federation:
+    """The deterministic federation of these data and split settings under prior rule ``rule`` (cached by
+    what shapes it only; built from the given, already validated settings)."""
+    key = (data.model_dump_json(), split.model_dump_json(), seed, rule)
+    if key in _FEDERATIONS:
+        _FEDERATIONS.move_to_end(key)
+        return _FEDERATIONS[key]
+    fed = _build(data, split, seed, rule)
+    _FEDERATIONS[key] = fed
+    while len(_FEDERATIONS) > _CACHED:
+        _FEDERATIONS.popitem(last=False)
+    return fed
 
 
 def federation(cfg: ExperimentConfig, rule: str) -> Federation:
     """The deterministic federation for ``cfg`` under prior rule ``rule``."""
-    return _federation(cfg.data.model_dump_json(), cfg.split.model_dump_json(), cfg.seed, rule)
+    return federation_of(cfg.data, cfg.split, cfg.seed, rule)

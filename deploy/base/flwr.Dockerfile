@@ -1,11 +1,11 @@
-# Flower 1.41's SuperLink, SuperNode and SuperExec on a Debian bookworm base (Python 3.11) built
+# Flower 1.42's SuperLink, SuperNode and SuperExec on a Debian bookworm base (Python 3.11) built
 # from Debian packages: the stand-in for flwr/superlink, flwr/supernode and flwr/superexec where no
 # container registry is reachable. Same layout as Flower's images: a venv at /python/venv owned by
 # the user `app` (uid 49999), workdir /app, `flower-superexec` as entrypoint.
 #   built by `leakbed compose build --base local` (deploy/base/debian-rootfs.sh makes DEBIAN_IMAGE)
 ARG DEBIAN_IMAGE=localhost/leakbed-debian:bookworm
 FROM ${DEBIAN_IMAGE}
-ARG FLWR_VERSION=1.41.0
+ARG FLWR_VERSION=1.42.0
 RUN useradd --uid 49999 --user-group --create-home app \
     && python3 -m venv /python/venv \
     && mkdir -p /app \

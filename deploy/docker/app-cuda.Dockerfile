@@ -38,13 +38,17 @@ COPY --chown=app:app proto proto
 COPY --chown=app:app core core
 COPY --chown=app:app leakbed leakbed
 COPY --chown=app:app referee referee
+COPY --chown=app:app studies studies
 COPY --chown=app:app server server
 COPY --chown=app:app client client
 COPY --chown=app:app attacks attacks
 COPY --chown=app:app defenses defenses
 COPY --chown=app:app configs configs
+# third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
+COPY --chown=app:app deploy/plugins deploy/plugins
 RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto \
-    && python -m pip install --no-cache-dir --no-deps --no-build-isolation .
+    && python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
+    && if ls deploy/plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps deploy/plugins/*.whl; fi
 
 ENV LEAKBED_HOME=/data \
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \

@@ -6,7 +6,7 @@
 # `leakbed compose build --base local` passes a Flower base built from Debian packages
 # (deploy/base/flwr.Dockerfile). TORCH_INDEX: an extra package index for torch (PyTorch's CPU
 # wheels by default; empty = PyPI's CUDA build, which also runs on CPU).
-ARG BASE_IMAGE=flwr/superexec:1.41.0-py3.11-ubuntu24.04
+ARG BASE_IMAGE=flwr/superexec:1.42.0-py3.11-ubuntu24.04
 
 # The pinned dependencies as a plain list: the next stage copies only this file, so its
 # dependency layer is rebuilt when a pin changes, not when any other line of pyproject.toml does.
@@ -38,13 +38,17 @@ COPY --chown=app:app proto proto
 COPY --chown=app:app core core
 COPY --chown=app:app leakbed leakbed
 COPY --chown=app:app referee referee
+COPY --chown=app:app studies studies
 COPY --chown=app:app server server
 COPY --chown=app:app client client
 COPY --chown=app:app attacks attacks
 COPY --chown=app:app defenses defenses
 COPY --chown=app:app configs configs
+# third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
+COPY --chown=app:app deploy/plugins deploy/plugins
 RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto \
-    && python -m pip install --no-cache-dir --no-deps --no-build-isolation .
+    && python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
+    && if ls deploy/plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps deploy/plugins/*.whl; fi
 
 ENV LEAKBED_HOME=/data \
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \

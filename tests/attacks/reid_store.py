@@ -14,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attacks import worker
 from attacks.knowledge import AttackerKnowledge
-from core.config import AttackConfig, ModelConfig
+from core.config import AttackConfig, ExperimentConfig, ModelConfig
 from core.data.corpus import Corpus, UserData
 from core.store import UpdateStore
+from referee.context import ScoreContext
+from referee.scorers import params_for, score_one
 from referee.seal import Sealer
 from referee.truth import Referee
 
@@ -84,3 +87,40 @@ def make(
     meta = Corpus("synthetic", "multiclass", CLASSES, (1, 4, 4), {})
     knowledge = AttackerKnowledge(prior, meta, ModelConfig(), attack, ["fc.weight"], seed)
     return Fixture(store, Referee.load(tmp / "referee"), knowledge, ids, attr, share)
+
+
+def run_hooks(store: UpdateStore, knowledge: AttackerKnowledge, name: str, output: str = "", params: dict | None = None) -> dict:
+    """Attack ``name``'s fit and predict hooks on ``store``, as a worker runs them (here in-process); the outputs
+    are filed under ``output`` (default: the name) and returned."""
+    ctx = worker.context(store, knowledge, name, output, params)
+    attack = worker.registry.attack(name)()
+    attack.fit(ctx)
+    outputs = attack.predict(ctx)
+    store.write_result(ctx.name, outputs)
+    return outputs
+
+
+def score_with(
+    store: UpdateStore,
+    referee: Referee,
+    name: str,
+    out: Path,
+    cfg: ExperimentConfig,
+    output: str = "",
+    params: dict | None = None,
+) -> dict:
+    """The referee's score of attack ``name``'s outputs against ``referee``'s sealed truth (read back now)."""
+    params_ = params_for(name, cfg.attack.params.get(name), params)
+    ctx = ScoreContext(name, output or name, params_, Referee.load(referee.folder), store, cfg, "random", out)
+    return score_one(name, ctx)
+
+
+def fit(fx: Fixture, name: str, output: str = "", params: dict | None = None) -> dict[str, np.ndarray]:
+    return run_hooks(fx.store, fx.knowledge, name, output, params)
+
+
+def score(
+    fx: Fixture, name: str, out: Path, cfg: ExperimentConfig | None = None, output: str = "", params: dict | None = None
+) -> dict:
+    cfg = cfg or ExperimentConfig(attack=fx.knowledge.attack)
+    return score_with(fx.store, fx.referee, name, out, cfg, output, params)

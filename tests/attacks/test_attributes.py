@@ -2,12 +2,11 @@ import numpy as np
 import pytest
 
 from attacks import attributes
-from core.config import AttackConfig, AttributesConfig, ExperimentConfig
+from core.config import AttackConfig
 from core.data.corpus import UserData
-from referee import score_attributes
-from tests.attacks.reid_store import make
+from tests.attacks.reid_store import fit, make, score
 
-ATTACK = AttackConfig(suite=["attributes"], attributes=AttributesConfig(epochs=40))
+ATTACK = AttackConfig(suite=["attributes"], params={"attributes": {"epochs": 40}})
 
 
 def _user(values: dict[str, list]) -> UserData:
@@ -27,8 +26,8 @@ def test_columns_are_per_user_attributes_unless_named():
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_attributes_and_identity_inferred_alone_and_jointly(tmp_path, shuffle):
     fx = make(tmp_path, ATTACK, users=20, shuffle=shuffle)
-    attributes.fit(fx.store, fx.knowledge)
-    m = score_attributes.score(fx.referee, fx.store, ExperimentConfig(attack=ATTACK), tmp_path)
+    fit(fx, "attributes")
+    m = score(fx, "attributes", tmp_path)
     (table,) = m["tables"].values()
     assert table["header"][:6] == ["Attribute", "# Attrs", "STL AttrInf", "STL Deanon", "MTL AttrInf", "MTL Deanon"]
     assert [row[0] for row in table["rows"]] == ["interest", "-"]

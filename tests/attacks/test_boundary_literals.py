@@ -3,7 +3,10 @@ import and name scan of ``test_boundary.py`` extended to every string literal (d
 and to imports inside functions. Exempt: ``attacks/redteam.py`` and ``attacks/breakout.py``, the
 adversary whose probes must fail (``tests/redteam``), and the process plumbing (``pool.py``,
 ``sandbox.py``, ``worker_process.py``), which runs on the server's side to build the sandbox, spawn and
-supervise the workers, never inside one."""
+supervise the workers, never inside one. An attack's declarations for the catalog and the referee are exempt:
+``source``, ``threat`` and the parameters' descriptions are text, and ``scorer``
+(``"referee.score_x:score"``) names the referee-side half, whose form the registry checks and which the referee
+alone imports."""
 
 from __future__ import annotations
 
@@ -27,6 +30,22 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+DECLARATIONS = ("scorer", "source", "threat", "SOURCE", "THREAT")  # class attributes, or the constants they take
+
+
+def _declarations(tree: ast.AST) -> set[int]:
+    """The values of a plugin's ``scorer``, ``source`` and ``threat`` declarations and its parameters' descriptions."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in DECLARATIONS for t in targets):
+                ids.add(id(node.value))
+        if isinstance(node, ast.keyword) and node.arg == "description":  # a parameter's documented meaning
+            ids |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+    return ids
+
+
 def _modules():
     return [p for p in sorted((REPO / "attacks").rglob("*.py")) if p.name not in EXEMPT and "_pb2" not in p.name]
 
@@ -34,9 +53,9 @@ def _modules():
 def test_no_string_literal_names_the_truth():
     for path in _modules():
         tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
+        skip = _docstrings(tree) | _declarations(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
                 bad = [w for w in FORBIDDEN_LITERALS if w in node.value.lower()]
                 assert not bad, f"{path.name}:{node.lineno} string {node.value[:60]!r} names {bad}"
 

@@ -2,16 +2,12 @@ import numpy as np
 import pytest
 
 from attacks import cross_modal, text_embed
-from core.config import AttackConfig, CrossModalConfig, ExperimentConfig, MatchingConfig
+from core.config import AttackConfig
 from core.data.corpus import Corpus, UserData
-from referee import score_cross_modal
-from tests.attacks.reid_store import make
+from tests.attacks.reid_store import fit, make, score
 
-ATTACK = AttackConfig(
-    suite=["cross-modal"],
-    cross_modal=CrossModalConfig(encoder="tfidf"),
-    matching=MatchingConfig(epochs=20, pairs=2000, eval_pairs=4000),
-)
+SIAMESE = {"epochs": 20, "pairs": 2000, "eval_pairs": 4000}
+ATTACK = AttackConfig(suite=["cross-modal"], params={"cross-modal": {"encoder": "tfidf", "siamese": SIAMESE}})
 
 
 def test_captions_come_from_labels_and_attributes():
@@ -40,10 +36,9 @@ def test_paired_users_are_a_seeded_strict_subset():
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_text_prior_links_updates_and_falls_to_chance_on_shuffled_owners(tmp_path, shuffle):
     fx = make(tmp_path, ATTACK, users=30, shuffle=shuffle)
-    cross_modal.fit(fx.store, fx.knowledge)
-    r = fx.store.read_result("cross-modal")
+    r = fit(fx, "cross-modal")
     assert str(r["encoder"]) == "tfidf" and len(r["paired"]) == 15
-    m = score_cross_modal.score(fx.referee, fx.store, ExperimentConfig(attack=ATTACK), tmp_path)
+    m = score(fx, "cross-modal", tmp_path)
     if shuffle:
         assert 0.35 < m["ap"] < 0.65 and m["rank_x_chance"] < 1.6, m
     else:

@@ -3,12 +3,10 @@ import pytest
 import torch
 
 from attacks import matching
-from core.config import AttackConfig, ExperimentConfig, MatchingConfig
-from referee import score_matching
-from tests.attacks.reid_store import make
+from core.config import AttackConfig
+from tests.attacks.reid_store import fit, make, score
 
-ATTACK = AttackConfig(suite=["matching"], matching=MatchingConfig(epochs=15, pairs=2000, eval_pairs=4000))
-CFG = ExperimentConfig(attack=ATTACK)
+ATTACK = AttackConfig(suite=["matching"], params={"matching": {"epochs": 15, "pairs": 2000, "eval_pairs": 4000}})
 
 
 def test_balanced_pairs_are_half_positive_and_distinct():
@@ -21,8 +19,8 @@ def test_balanced_pairs_are_half_positive_and_distinct():
 @pytest.mark.parametrize("shuffle,low,high", [(False, 0.8, 1.0), (True, 0.35, 0.65)])
 def test_siamese_matches_biased_users_and_falls_to_chance_on_shuffled_owners(tmp_path, shuffle, low, high):
     fx = make(tmp_path, ATTACK, shuffle=shuffle)
-    matching.fit(fx.store, fx.knowledge)
-    m = score_matching.score(fx.referee, fx.store, CFG, tmp_path)
+    fit(fx, "matching")
+    m = score(fx, "matching", tmp_path)
     assert m["chance"] == 0.5 and m["pairs"] == 4000
     assert low < m["ap"] < high and low < m["prior_ap"] < high, m
 
@@ -33,6 +31,5 @@ def test_same_seed_same_embeddings(tmp_path):
     for k in range(2):
         fx = make(tmp_path / str(k), ATTACK)
         torch.rand(1 + 100 * k)  # a different global torch RNG state before each fit
-        matching.fit(fx.store, fx.knowledge)
-        out.append(fx.store.read_result("matching")["emb"])
+        out.append(fit(fx, "matching")["emb"])
     assert np.array_equal(out[0], out[1])

@@ -17,15 +17,16 @@ import pytest
 
 from attacks import linkage, metadata
 from attacks.knowledge import AttackerKnowledge
-from core.config import AttackConfig, ModelConfig
+from core.config import AttackConfig, ExperimentConfig, ModelConfig
 from core.data.corpus import Corpus, UserData
 from core.store import UpdateStore
-from defenses.count_report import reported_count
-from referee import score_linkage, score_metadata
+from defenses.count_report import bucketed
 from referee.seal import Sealer
 from referee.truth import Referee
+from tests.attacks.reid_store import run_hooks, score_with
 
-ATTACK = AttackConfig(attackers=["knn"], knn_k=5)
+ATTACK = AttackConfig(suite=["knn", "metadata", "linkage"], params={"knn": {"k": 5}})
+CFG = ExperimentConfig(attack=ATTACK)
 
 
 def make_store(
@@ -57,7 +58,7 @@ def make_store(
         store.write_shadow(r, ids, np.stack([vec(u) for u in ids]))
         chosen = [ids[k] for k in rng.choice(users, per_round, replace=False)]
         upd = [sealer.new_update_id() for _ in chosen]
-        counts = np.asarray([reported_count(private[u], config(report)) for u in chosen])
+        counts = np.asarray([REPORTS[report](private[u]) for u in chosen])
         norms = np.asarray([math.sqrt(private[u]) * (1.0 / r) * rng.lognormal(0.0, 0.05) for u in chosen])
         meta = {"norm": norms, "sparsity": np.zeros(per_round), "nbytes": np.full(per_round, 4096)}
         store.write_anon(r, "b0", upd, np.stack([vec(u) for u in chosen]), counts, meta)
@@ -78,29 +79,17 @@ def make_store(
     return store, Referee.load(tmp / "referee"), knowledge
 
 
-def config(report: str) -> list:  # the count defenses a device of this store applies
-    from core.config import DefenseConfig
-
-    return {"exact": [], "bucket": [DefenseConfig(name="count-bucket")], "constant": [DefenseConfig(name="count-constant")]}[
-        report
-    ]
+REPORTS = {"exact": lambda n: n, "bucket": bucketed, "constant": lambda _n: 1}  # what the count defenses report
 
 
 def scored_metadata(tmp: Path, **kw: object) -> dict:
     store, referee, knowledge = make_store(tmp, **kw)
-    metadata.fit(store, knowledge)
-    from core.config import ExperimentConfig
-
-    return score_metadata.score(referee, store, ExperimentConfig(attack=ATTACK), tmp)
+    run_hooks(store, knowledge, "metadata")
+    return score_with(store, referee, "metadata", tmp, CFG)
 
 
 def test_reported_counts_bucket_to_powers_of_two_or_a_constant():
-    from core.config import DefenseConfig
-
-    assert reported_count(100, [DefenseConfig(name="count-bucket")]) == 128
-    assert reported_count(90, [DefenseConfig(name="count-bucket")]) == 64
-    assert reported_count(1, [DefenseConfig(name="count-bucket")]) == 1
-    assert reported_count(357, [DefenseConfig(name="count-constant")]) == 1
+    assert bucketed(100) == 128 and bucketed(90) == 64 and bucketed(1) == 1
     assert metadata.report_rule(np.asarray([64, 128, 32, 64, 16, 256, 64, 8])) == "pow2"
     assert metadata.report_rule(np.asarray([1, 1, 1])) == "constant"
     assert metadata.report_rule(np.asarray([40, 41, 77])) == "exact"
@@ -142,10 +131,8 @@ def test_bucketed_counts_leave_less_but_the_norm_still_tells_size(tmp_path):
 
 def test_linkage_ap_is_above_its_chance_on_biased_users(tmp_path):
     store, referee, knowledge = make_store(tmp_path, spread=0.6, biased=True)
-    linkage.fit(store, knowledge)
-    from core.config import ExperimentConfig
-
-    m = score_linkage.score(referee, store, ExperimentConfig(attack=ATTACK), tmp_path)
+    run_hooks(store, knowledge, "linkage")
+    m = score_with(store, referee, "linkage", tmp_path, CFG)
     views = m["views"]
     assert views["w"]["x_chance"] > 3.0, views
     assert views["meta"]["x_chance"] > 3.0, views
@@ -165,9 +152,7 @@ def test_linkage_without_size_or_bias_signal_is_at_chance(tmp_path):
             arrays = dict(z)
         arrays["meta_norm"] = np.random.default_rng(3).lognormal(0.0, 0.3, len(arrays["ids"]))
         np.savez(f, **arrays)
-    linkage.fit(store, knowledge)
-    from core.config import ExperimentConfig
-
-    m = score_linkage.score(referee, store, ExperimentConfig(attack=ATTACK), tmp_path)
+    run_hooks(store, knowledge, "linkage")
+    m = score_with(store, referee, "linkage", tmp_path, CFG)
     for v in ("meta", "w"):
         assert m["views"][v]["x_chance"] < 1.6, m["views"]

@@ -2,18 +2,14 @@ import numpy as np
 import pytest
 
 from attacks import open_world
-from core.config import AttackConfig, ExperimentConfig, MatchingConfig, OpenWorldConfig
-from referee import score_open_world
-from tests.attacks.reid_store import make
+from core.config import AttackConfig
+from tests.attacks.reid_store import fit, make, score
 
 
 def _attack(seen: float) -> AttackConfig:
-    return AttackConfig(
-        suite=["open-world"],
-        mlp_epochs=60,
-        open_world=OpenWorldConfig(seen_fraction=seen),
-        matching=MatchingConfig(epochs=10, pairs=2000, eval_pairs=4000),
-    )
+    siamese = {"epochs": 10, "pairs": 2000, "eval_pairs": 4000}
+    params = {"mlp_epochs": 60, "seen_fraction": seen, "siamese": siamese}
+    return AttackConfig(suite=["open-world"], params={"open-world": params})
 
 
 def test_split_is_disjoint_deterministic_and_nested_over_seen_shares():
@@ -30,8 +26,7 @@ def test_split_is_disjoint_deterministic_and_nested_over_seen_shares():
 def test_unseen_users_prior_is_never_read(tmp_path):
     fx = make(tmp_path, _attack(0.5))
     split = open_world.split_users(fx.users, 0, 0.5, 1 / 3)
-    open_world.fit(fx.store, fx.knowledge)
-    r = fx.store.read_result("open-world")
+    r = fit(fx, "open-world")
     assert set(r["classes"]) == set(split["seen"]) | {open_world.UNSEEN}
     assert not set(r["classes"]) & set(split["unseen"]) and list(r["holdout"]) == split["holdout"]
 
@@ -40,8 +35,8 @@ def test_unseen_users_prior_is_never_read(tmp_path):
 def test_open_world_well_above_chance_and_chance_on_shuffled_owners(tmp_path, shuffle):
     attack = _attack(0.5)
     fx = make(tmp_path, attack, users=24, shuffle=shuffle)
-    open_world.fit(fx.store, fx.knowledge)
-    m = score_open_world.score(fx.referee, fx.store, ExperimentConfig(attack=attack), tmp_path)
+    fit(fx, "open-world")
+    m = score(fx, "open-world", tmp_path)
     if shuffle:
         assert m["x_chance"] < 1.6 and 0.35 < m["match_ap"] < 0.65, m
     else:
@@ -51,14 +46,14 @@ def test_open_world_well_above_chance_and_chance_on_shuffled_owners(tmp_path, sh
 def test_no_seen_user_still_matches(tmp_path):
     attack = _attack(0.0)
     fx = make(tmp_path, attack, users=30)
-    open_world.fit(fx.store, fx.knowledge)
-    m = score_open_world.score(fx.referee, fx.store, ExperimentConfig(attack=attack), tmp_path)
+    fit(fx, "open-world")
+    m = score(fx, "open-world", tmp_path)
     assert m["seen_users"] == 0 and np.isnan(m["ap"]) and m["match_ap"] > 0.65, m
 
 
 def test_sweep_input_is_checked_before_anything_starts():
     from core.config import ConfigError, build_config
-    from leakbed.open_world_sweep import parse_seen, sweep_config
+    from studies.open_world_sweep import parse_seen, sweep_config
 
     assert parse_seen("1,0,0.5") == [0.0, 0.5, 1.0]
     for bad in ("", "0.5,x", "1.5", "0.5,0.5"):

@@ -59,7 +59,7 @@ def test_pool_analyses_everything_it_is_tapped(tmp_path):
     store = UpdateStore(tmp_path / "r")
     x, labels, rounds = store.read_shadow()
     assert x.shape == (12, dim) and sorted(set(labels)) == sorted(knowledge.prior) and sorted(set(rounds)) == [1, 2]
-    pred = store.read_predictions("knn")
+    pred = store.read_result("knn")
     assert pred["scores"].shape == (6, 6) and sorted(pred["classes"]) == sorted(knowledge.prior)
 
 
@@ -163,14 +163,14 @@ def test_interim_scores_reach_the_callback(tmp_path):
         pool.submit_updates(_anon(1, 3, dim, np.random.default_rng(0)))
         pool.score(["knn"])
         assert pool.drain(120)
-        partial = UpdateStore(tmp_path / "r").read_predictions("knn")
+        partial = UpdateStore(tmp_path / "r").read_result("knn")
         pool.submit_round(RoundSnapshot(2, arrays, TRAIN))
         pool.submit_updates(_anon(2, 3, dim, np.random.default_rng(1)))
         pool.fit(["knn"], timeout=120)
     finally:
         pool.close()
     assert seen == [("knn", True), ("knn", False)] and pool.stats.partial_fits == 1
-    assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path / "r").read_predictions("knn")["ids"]) == 6
+    assert len(partial["ids"]) == 3 and len(UpdateStore(tmp_path / "r").read_result("knn")["ids"]) == 6
 
 
 def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
@@ -189,7 +189,7 @@ def test_results_do_not_depend_on_which_worker_did_what(tmp_path):
             pool.close()
         assert not pool.stats.errors
         store = UpdateStore(tmp_path / f"w{workers}" / "r")
-        preds.append({n: store.read_predictions(n) for n in ("mlp", "knn")} | {"shadow": store.read_shadow()[0]})
+        preds.append({n: store.read_result(n) for n in ("mlp", "knn")} | {"shadow": store.read_shadow()[0]})
     np.testing.assert_array_equal(preds[0]["shadow"], preds[1]["shadow"])
     for name in ("mlp", "knn"):
         for key in ("ids", "classes", "scores"):
@@ -260,7 +260,7 @@ def test_a_task_that_kills_its_sandboxed_worker_twice_fails_with_the_cause_and_t
     assert s.worker_restarts == 2 and (s.tapped, s.analysed, s.failed) == (3, 3, 0)
     assert s.fit_seconds["knn"] == s.fit_seconds["knn"]  # not NaN: fitted
     store = UpdateStore(tmp_path / "store" / "r")
-    assert len(store.read_predictions("knn")["ids"]) == 3  # nothing of the store was lost
+    assert len(store.read_result("knn")["ids"]) == 3  # nothing of the store was lost
     assert (tmp_path / "store-logs" / "worker-0.log").is_file() and not (tmp_path / "store" / "workers").exists()
 
 

@@ -2,12 +2,13 @@ import numpy as np
 import pytest
 
 from attacks import profile
+from attacks.profile import ProfileParams
 from attacks.records import RoundSnapshot
-from core.config import AttackConfig, ExperimentConfig, ProfileConfig, SyntheticConfig
+from core.config import AttackConfig, SyntheticConfig
 from referee import score_profile
-from tests.attacks.reid_store import make
+from tests.attacks.reid_store import fit, make, score
 
-ATTACK = AttackConfig(suite=["profile"], mlp_epochs=60, profile=ProfileConfig(target_class=0, top_k=5, fit_ratio=1.5))
+ATTACK = AttackConfig(suite=["profile"], params={"profile": {"mlp_epochs": 60, "target_class": 0, "top_k": 5, "fit_ratio": 1.5}})
 
 
 def test_precision_at_k_counts_distinct_users_in_ranking_order():
@@ -21,8 +22,8 @@ def test_precision_at_k_counts_distinct_users_in_ranking_order():
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_profile_finds_fitting_users_and_falls_to_chance_on_shuffled_owners(tmp_path, shuffle):
     fx = make(tmp_path, ATTACK, users=30, shuffle=shuffle)
-    profile.fit(fx.store, fx.knowledge)
-    m = score_profile.score(fx.referee, fx.store, ExperimentConfig(attack=ATTACK), tmp_path)
+    fit(fx, "profile")
+    m = score(fx, "profile", tmp_path)
     assert (tmp_path / m["figures"][0]).is_file()
     if shuffle:
         assert m["ap"] < 1.6 * m["chance_ap"], m
@@ -30,8 +31,7 @@ def test_profile_finds_fitting_users_and_falls_to_chance_on_shuffled_owners(tmp_
         assert m["ap"] > 2 * m["chance_ap"] and m["precision_at_k"] >= 0.8 > m["chance"], m
 
 
-def test_profile_updates_train_on_the_class_only(tmp_path):
-    """on_round replays a device update with the pooled prior examples of the target class."""
+def _profile_setup(tmp_path):
     from attacks.knowledge import AttackerKnowledge
     from core.config import ModelConfig
     from core.data.synthetic import generate
@@ -42,12 +42,49 @@ def test_profile_updates_train_on_the_class_only(tmp_path):
     corpus = generate(SyntheticConfig(users=3, examples_per_user=20, image_size=8), 0)
     model = build_model(ModelConfig(), corpus)
     kn = AttackerKnowledge(corpus.users, corpus, ModelConfig(), ATTACK, attack_keys(model, ["final"]), 0, "cpu")
-    assert set(profile.profile_data(kn).y) == {0}
-    store = UpdateStore(tmp_path)
-    snap = RoundSnapshot(1, state_arrays(model), {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0})
-    profile.on_round(store, kn, snap)
+    return kn, UpdateStore(tmp_path), state_arrays(model)
+
+
+def test_profile_updates_train_on_the_class_only(tmp_path):
+    """on_round replays a device update with the pooled prior examples of the target class."""
+    kn, store, arrays = _profile_setup(tmp_path)
+    assert set(profile.profile_data(kn, 0).y) == {0}
+    snap = RoundSnapshot(1, arrays, {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0})
+    profile.profile_updates(store, kn, ProfileParams(), snap)
     vecs = profile.read_profile(store)
     assert vecs.shape[0] == 4 and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    bad = AttackerKnowledge(corpus.users, corpus, ModelConfig(), AttackConfig(profile=ProfileConfig(target_class=99)), [], 0)
     with pytest.raises(ValueError, match="target_class 99"):
-        profile.profile_data(bad)
+        profile.profile_data(kn, 99)
+
+
+def test_profile_updates_take_the_local_steps_the_server_sent(tmp_path):
+    """With fl.local_steps = S the devices train S batches, and so must the attacker's profile replay: its update
+    equals a local update of exactly those steps and differs from full epochs (which an earlier TrainConfig,
+    built without ``steps``, trained)."""
+    import zlib
+
+    import torch
+
+    from core.models import build_model
+    from core.training import TrainConfig, load_arrays, local_update, state_arrays
+    from core.updates import delta_vector
+
+    kn, store, arrays = _profile_setup(tmp_path)
+    train = {"epochs": 3, "batch_size": 4, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0}
+    params = ProfileParams(updates_per_round=1)
+    profile.profile_updates(store, kn, params, RoundSnapshot(1, arrays, {**train, "steps": 1}))
+    one_step = profile.read_profile(store)[0]
+
+    def replay(cfg: TrainConfig) -> np.ndarray:
+        data = profile.profile_data(kn, 0)
+        size = int(np.median([len(d) for d in kn.prior.values()]))
+        subset = data.take(np.random.default_rng([kn.seed, 1, 0x9F0F]).choice(len(data), min(size, len(data)), replace=False))
+        model = build_model(kn.model, kn.corpus_meta)
+        load_arrays(model, arrays)
+        seed = zlib.crc32(f"{kn.seed}/1/0/profile".encode())
+        torch.manual_seed(seed)
+        local_update(model, subset, kn.corpus_meta.task, cfg, seed=seed, device=torch.device("cpu"))
+        return delta_vector(arrays, state_arrays(model), kn.keys)
+
+    assert np.allclose(one_step, replay(TrainConfig.from_config({**train, "steps": 1})), atol=1e-6)
+    assert not np.allclose(one_step, replay(TrainConfig.from_config(train)), atol=1e-3)  # full epochs: another update

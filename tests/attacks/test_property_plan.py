@@ -26,14 +26,15 @@ def test_local_steps_cut_or_extend_the_epochs():
 def test_plan_holders_and_onset():
     users = [f"u{i}" for i in range(10)]
     cfg = build_config({}, ["data.property_plan.holder_fraction=0.3"])
-    holders = property_holders(cfg, users)
-    assert len(holders) == 3 and holders == property_holders(cfg, users)
+    plan = cfg.data.property_plan
+    holders = property_holders(plan, cfg.seed, users)
+    assert len(holders) == 3 and holders == property_holders(plan, cfg.seed, users)
     outsider = next(u for u in users if u not in holders)
-    assert not planned_data(cfg, users, outsider, _data(), 1).attrs["property"].any()
-    assert len(planned_data(cfg, users, next(iter(holders)), _data(), 1)) == 20
-    timed = build_config({}, ['data.property_plan.holders=["u1"]', "data.property_plan.onset_round=3"])
-    assert not planned_data(timed, users, "u1", _data(), 2).attrs["property"].any()
-    assert planned_data(timed, users, "u1", _data(), 3).attrs["property"].all()
+    assert not planned_data(plan, cfg.seed, users, outsider, _data(), 1).attrs["property"].any()
+    assert len(planned_data(plan, cfg.seed, users, next(iter(holders)), _data(), 1)) == 20
+    timed = build_config({}, ['data.property_plan.holders=["u1"]', "data.property_plan.onset_round=3"]).data.property_plan
+    assert not planned_data(timed, 0, users, "u1", _data(), 2).attrs["property"].any()
+    assert planned_data(timed, 0, users, "u1", _data(), 3).attrs["property"].all()
 
 
 def test_batch_truth_reports_the_used_examples():

@@ -20,9 +20,9 @@ from core.models import attack_keys, build_model
 from core.store import UpdateStore
 from core.training import TrainConfig, local_update, state_arrays
 from core.updates import delta_vector
-from referee.scorers import SCORERS
 from referee.seal import Sealer
 from referee.truth import Referee
+from tests.attacks.reid_store import score_with
 
 BASE = [
     "data.synthetic.users=6",
@@ -32,20 +32,18 @@ BASE = [
     "split.priors=['random']",
     "fl.lr=0.1",
     "attack.workers=1",
-    "attack.attackers=['knn']",
-    "attack.reconstruction.updates=3",
-    "attack.reconstruction.classifier_epochs=30",
-    "attack.reconstruction.classifier_lr=1e-3",
-    "attack.dlg.steps=10",
-    "attack.inverting_gradients.steps=200",
-    "attack.feature_inference.steps=0",
-    "attack.feature_inference.labels='inferred'",
-    "attack.feature_inference.init='per-sample'",
 ]
+SHARED = {"updates": 3, "classifier_epochs": 30, "classifier_lr": 1e-3}
+PARAMS = {
+    "dlg": {**SHARED, "steps": 10},
+    "inverting-gradients": {**SHARED, "steps": 200},
+    "feature-inference": {**SHARED, "steps": 0, "labels": "inferred", "init": "per-sample"},
+}
 
 
-def _config(*extra: str) -> ExperimentConfig:
-    return build_config({}, [*BASE, *extra])
+def _config(suite: list[str], *extra: str) -> ExperimentConfig:
+    attack = {"suite": suite, "params": {n: PARAMS[n] for n in suite}}
+    return build_config({"attack": attack}, [*BASE, *extra])
 
 
 def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: int = 3) -> tuple[UpdateStore, Referee]:
@@ -56,7 +54,7 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
     model = build_model(cfg.model, fed.corpus)
     keys = attack_keys(model, ["final"])
     glob = state_arrays(model)
-    tcfg = TrainConfig(cfg.fl.local_epochs, cfg.fl.batch_size, cfg.fl.lr, "sgd", 0.0, cfg.fl.local_steps)
+    tcfg = TrainConfig.of(cfg.fl)
     knowledge = AttackerKnowledge(fed.prior(), replace(fed.corpus, users={}), cfg.model, cfg.attack, keys, seed=7, device="cpu")
     sealer = Sealer(tmp_path / "referee")
     updates = []
@@ -74,7 +72,7 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
         updates.append(AnonymousUpdate(uid, 1, delta_vector(glob, after, keys), len(data), full))
     pool = AttackPool(knowledge, str(tmp_path / "store"), workers=1, queue_size=8, submit_timeout=30, run_id="random")
     try:
-        pool.submit_round(RoundSnapshot(1, glob, {**tcfg.to_dict(), "participants": users}))
+        pool.submit_round(RoundSnapshot(1, glob, {**tcfg.to_config(), "participants": users}))
         pool.submit_updates(updates)
         assert pool.drain(120)
         pool.fit(names, timeout=600)
@@ -87,7 +85,7 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
 def _score(name: str, tmp_path, store: UpdateStore, referee: Referee, cfg: ExperimentConfig) -> dict:
     out = tmp_path / "random"
     out.mkdir(exist_ok=True)
-    return SCORERS[name](referee, store, cfg, out)
+    return score_with(store, referee, name, out, cfg)
 
 
 def test_local_setting_counts_steps_and_distinct_examples():
@@ -104,7 +102,7 @@ def test_local_setting_counts_steps_and_distinct_examples():
 
 @pytest.mark.slow  # no Ray, but 3-5 min on 2 loaded cores: kept out of the fast loop
 def test_dlg_and_ig_recover_one_image_in_fedsgd_and_lose_it_at_batch_8(tmp_path):
-    cfg = _config("fl.local_steps=1", "fl.batch_size=1", "attack.suite=['dlg', 'inverting-gradients']")
+    cfg = _config(["dlg", "inverting-gradients"], "fl.local_steps=1", "fl.batch_size=1")
     store, referee = attack_store(tmp_path / "b1", cfg, ["dlg", "inverting-gradients"])
     dlg1 = _score("dlg", tmp_path / "b1", store, referee, cfg)
     ig1 = _score("inverting-gradients", tmp_path / "b1", store, referee, cfg)
@@ -115,7 +113,7 @@ def test_dlg_and_ig_recover_one_image_in_fedsgd_and_lose_it_at_batch_8(tmp_path)
     assert dlg1["accuracy"] >= 2 / 3 and ig1["accuracy"] >= 2 / 3, (dlg1, ig1)
     assert ig1["reconstruction_error"] < 0.6 * dlg1["reconstruction_error"], (dlg1, ig1)
 
-    cfg8 = _config("fl.local_steps=1", "fl.batch_size=8", "attack.suite=['dlg', 'inverting-gradients']")
+    cfg8 = _config(["dlg", "inverting-gradients"], "fl.local_steps=1", "fl.batch_size=8")
     store8, referee8 = attack_store(tmp_path / "b8", cfg8, ["dlg", "inverting-gradients"])
     dlg8 = _score("dlg", tmp_path / "b8", store8, referee8, cfg8)
     ig8 = _score("inverting-gradients", tmp_path / "b8", store8, referee8, cfg8)
@@ -127,10 +125,10 @@ def test_dlg_and_ig_recover_one_image_in_fedsgd_and_lose_it_at_batch_8(tmp_path)
 
 @pytest.mark.slow  # no Ray, but 3-5 min on 2 loaded cores: kept out of the fast loop
 def test_feature_inference_is_exact_for_one_sample_and_degrades_with_local_steps(tmp_path):
-    cfg = _config("fl.local_steps=1", "fl.batch_size=1", "attack.suite=['feature-inference']")
+    cfg = _config(["feature-inference"], "fl.local_steps=1", "fl.batch_size=1")
     store, referee = attack_store(tmp_path / "s1", cfg, ["feature-inference"])
     one = _score("feature-inference", tmp_path / "s1", store, referee, cfg)
-    cfg20 = _config("fl.local_steps=20", "fl.batch_size=1", "attack.suite=['feature-inference']")
+    cfg20 = _config(["feature-inference"], "fl.local_steps=20", "fl.batch_size=1")
     store20, referee20 = attack_store(tmp_path / "s20", cfg20, ["feature-inference"])
     twenty = _score("feature-inference", tmp_path / "s20", store20, referee20, cfg20)
     # one sample, one step: the classifier gradient gives its features exactly (measured error 1e-12)
@@ -142,16 +140,15 @@ def test_feature_inference_is_exact_for_one_sample_and_degrades_with_local_steps
 
 
 @pytest.mark.parametrize(
-    ("extra", "match"),
+    ("suite", "extra", "match"),
     [
-        (["model.name='resnet18'", "attack.suite=['feature-inference']"], "needs model.name cnn"),
-        (["fl.optimizer='adam'", "attack.suite=['dlg']"], "needs fl.optimizer = 'sgd'"),
-        (["fl.momentum=0.9", "attack.suite=['inverting-gradients']"], "fl.momentum = 0"),
+        (["feature-inference"], "model.name='resnet18'", "needs model.name cnn"),
+        (["dlg"], "fl.optimizer='adam'", "needs fl.optimizer = 'sgd'"),
+        (["inverting-gradients"], "fl.momentum=0.9", "fl.momentum = 0"),
     ],
 )
-def test_unsupported_model_or_optimiser_is_refused(extra, match):
-    from leakbed.registry import check_needs
+def test_unsupported_model_or_optimiser_is_refused(suite, extra, match):
+    from leakbed.preflight import preflight
 
-    cfg = _config(*extra)
     with pytest.raises(ValueError, match=match):
-        check_needs(cfg, federation(cfg, "random"))
+        preflight(_config(suite, extra))

@@ -94,7 +94,7 @@ def _setup(
 
 
 def _train(optimizer: str, lr: float, momentum: float, steps: int, epochs: int = 2) -> dict[str, float | int | str]:
-    return TrainConfig(epochs=epochs, batch_size=4, lr=lr, optimizer=optimizer, momentum=momentum, steps=steps).to_dict()
+    return TrainConfig(epochs=epochs, batch_size=4, lr=lr, optimizer=optimizer, momentum=momentum, steps=steps).to_config()
 
 
 def _loop(knowledge: AttackerKnowledge, snap: RoundSnapshot) -> tuple[list[str], np.ndarray, dict[str, dict[str, np.ndarray]]]:

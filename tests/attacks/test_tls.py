@@ -105,7 +105,7 @@ def test_a_pool_with_the_runs_certificate_delivers_rounds_updates_and_fits(tls_w
     assert pool.tls and not pool.local
     assert (s.tapped, s.analysed, s.failed, s.rounds_analysed) == (3, 3, 0, 1) and not s.errors, s.errors
     assert s.fit_seconds["knn"] == s.fit_seconds["knn"]  # not NaN: fitted
-    assert len(UpdateStore(root / "r").read_predictions("knn")["ids"]) == 3
+    assert len(UpdateStore(root / "r").read_result("knn")["ids"]) == 3
 
 
 @pytest.mark.parametrize("client", ["plaintext", "no-client-certificate", "other-ca-certificate", "trusts-other-ca"])

@@ -15,7 +15,6 @@ from client.adversary import (
     _auxiliary,
     adversary_round,
     fit_property_classifier,
-    participants_per_round,
     pooled_features,
     property_score,
     rank_score,
@@ -26,7 +25,8 @@ from core.data import federation
 from core.models import build_model
 from core.multitask import _with_hidden, check_adversary, hidden_size, multitask_update
 from core.training import TrainConfig, local_update, state_arrays
-from tests.conftest import tiny_config
+from server.plan import sampled_per_round
+from tests.conftest import device_round, tiny_config
 
 
 @pytest.fixture(autouse=True)
@@ -70,10 +70,10 @@ def test_rounds_give_a_score_for_the_previous_aggregate():
     cfg, fed, model = _setup()
     state = RecordDict()
     tcfg = TrainConfig(1, cfg.fl.batch_size, cfg.fl.lr, "sgd", 0.0, 1)
-    k = participants_per_round(cfg, len(fed.user_ids))
+    k = sampled_per_round(cfg, len(fed.user_ids))
     assert k == 3
     first = copy.deepcopy(model)
-    loss, facts = adversary_round(cfg, fed, 0, first, tcfg, rnd=1, seed=1, device=torch.device("cpu"), state=state)
+    loss, facts = adversary_round(device_round(cfg, 0, 1, tcfg), first, 1, state)
     assert facts == {"adversary": 1} and loss > 0  # nothing observed yet
     # the server aggregates: the adversary's update and two honest ones
     glob = state_arrays(model)
@@ -84,12 +84,12 @@ def test_rounds_give_a_score_for_the_previous_aggregate():
         deltas.append({k_: glob[k_] - v for k_, v in state_arrays(honest).items()})
     nxt = copy.deepcopy(model)
     nxt.load_state_dict({k_: torch.from_numpy(glob[k_] - np.mean([d[k_] for d in deltas], axis=0)) for k_ in glob})
-    _, facts = adversary_round(cfg, fed, 0, nxt, tcfg, rnd=2, seed=2, device=torch.device("cpu"), state=state)
+    _, facts = adversary_round(device_round(cfg, 0, 2, tcfg), nxt, 2, state)
     # the honest devices' batches hold marked images (property_rate 0.3): the observed aggregate ranks above
     # nearly all of the round's no-property aggregates (measured 0.988 = 81 of 82)
     assert facts["adv-round"] == 1 and facts["adv-score"] > 0.9, facts
     # a gap in participation (not sampled in round 3) means no score for round 3
-    _, facts = adversary_round(cfg, fed, 0, copy.deepcopy(nxt), tcfg, rnd=4, seed=4, device=torch.device("cpu"), state=state)
+    _, facts = adversary_round(device_round(cfg, 0, 4, tcfg), copy.deepcopy(nxt), 4, state)
     assert "adv-score" not in facts
 
 
@@ -150,15 +150,11 @@ def test_bad_adversary_config_fails_in_one_line():
 def test_background_auxiliary_data_is_the_outside_pool_with_its_property():
     cfg, fed, _ = _setup("adversary.aux_source='background'", "background.users=3")
     own = fed.private(0)
-    aux, prop = _auxiliary(cfg, fed, own, own.attrs["property"])
+    aux, prop = _auxiliary(device_round(cfg, 0), own, own.attrs["property"])
     assert len(aux) > len(own) and aux.x.shape[1:] == own.x.shape[1:]
     np.testing.assert_array_equal(prop, aux.attrs["property"])  # the pool keeps the property its users hold
     assert 0 < prop.mean() < 1
     assert not any(np.array_equal(aux.x[0], x) for x in own.x)  # other people's images, not the adversary's
-    mine, mine_prop = _auxiliary(
-        cfg.model_copy(update={"adversary": cfg.adversary.model_copy(update={"aux_source": "own"})}),
-        fed,
-        own,
-        own.attrs["property"],
-    )
+    own_cfg = cfg.model_copy(update={"adversary": cfg.adversary.model_copy(update={"aux_source": "own"})})
+    mine, mine_prop = _auxiliary(device_round(own_cfg, 0), own, own.attrs["property"])
     assert mine is own and mine_prop is own.attrs["property"]

@@ -12,6 +12,7 @@ import client.app as plain
 from client.secagg import SecAggDevice
 from core.data import federation
 from core.models import build_model
+from server.plan import device_plan
 from server.run_parts import train_config
 from tests.conftest import fake_message, tiny_config
 
@@ -21,7 +22,8 @@ def _fit(*overrides: str) -> tuple[np.ndarray, int, dict]:
     cfg = tiny_config('split.priors=["random"]', *overrides)
     torch.manual_seed(0)
     glob = [v.numpy().copy() for v in build_model(cfg.model, federation(cfg, "random").corpus).state_dict().values()]
-    config = {**dict(train_config(cfg, "random").items()), "server-round": 1}
+    plan = device_plan(cfg, "random", federation(cfg, "random").user_ids)
+    config = {**dict(train_config(cfg, plan).items()), "server-round": 1}
     weights, n, metrics = SecAggDevice(1).fit(glob, config)
     return np.concatenate([(w - g).ravel() for w, g in zip(weights, glob, strict=True)]), n, metrics
 
@@ -30,9 +32,9 @@ def test_update_level_mods_apply_under_secagg():
     plain_delta, n, metrics = _fit()
     assert n > 0 and metrics["leakbed-truth-user-id"] == "user1" and "leakbed-truth-has-property" in metrics
     assert not any(isinstance(v, list) for v in metrics.values())  # fit metrics carry scalars only
-    selective, _, _ = _fit('defenses=[{name="selective", strength=0.1}]')
+    selective, _, _ = _fit('defenses=[{name="selective", share=0.1}]')
     assert abs(np.mean(selective != 0) - 0.1) < 0.02 and np.mean(plain_delta != 0) > 0.5  # measured 0.100 vs 0.618
-    noisy, _, _ = _fit('defenses=[{name="noise", strength=0.5}]')
+    noisy, _, _ = _fit('defenses=[{name="noise", variance=0.5}]')
     assert np.linalg.norm(noisy - plain_delta) > 100 * np.linalg.norm(plain_delta)  # measured 107 vs 0.108
 
 

@@ -15,14 +15,14 @@ def test_fraction_is_a_seeded_draw():
 
 
 def test_named_users_override_fraction_and_must_exist():
-    assert adopters(DefenseConfig(fraction=0.1, users=["user3", "user7"]), 0, USERS, 0) == {"user3", "user7"}
+    assert adopters(DefenseConfig(name="noise", fraction=0.1, users=["user3", "user7"]), 0, USERS, 0) == {"user3", "user7"}
     with pytest.raises(ValueError, match="not users"):
-        adopters(DefenseConfig(users=["mallory"]), 2, USERS, 0)
+        adopters(DefenseConfig(name="noise", users=["mallory"]), 2, USERS, 0)
 
 
 def test_each_user_gets_its_defenses_in_order():
     cfg = tiny_config(
-        'defenses=[{name="mm-aug", strength=1.0, users=["user1"]}, {name="noise", strength=0.1, users=["user1", "user2"]}]'
+        'defenses=[{name="mm-aug", alpha=1.0, users=["user1"]}, {name="noise", variance=0.1, users=["user1", "user2"]}]'
     )
     ids = [f"user{i}" for i in range(6)]
     assert [(i, d.name) for i, d in defenses_of(cfg, ids, "user1")] == [(0, "mm-aug"), (1, "noise")]

@@ -19,7 +19,8 @@ def _fields(model: type[BaseModel], prefix: str = ""):
 
 @pytest.mark.parametrize("name,info", list(_fields(ExperimentConfig)) + list(_fields(DefenseConfig, "defenses[].")))
 def test_every_field_has_default_bound_and_unit(name, info):
-    assert not info.is_required(), f"{name} has no default"
+    # a defenses entry names its plugin: the one field without a default (its own parameters all have theirs)
+    assert not info.is_required() or name == "defenses[].name", f"{name} has no default"
     assert info.description and "[" in info.description and info.description.endswith("]"), f"{name}: unit missing"
     bounded = any(hasattr(m, attr) for m in info.metadata for attr in ("ge", "gt", "le", "lt", "max_length", "min_length"))
     literal = typing.get_origin(info.annotation) is typing.Literal or "Literal" in str(info.annotation)
@@ -29,9 +30,26 @@ def test_every_field_has_default_bound_and_unit(name, info):
 def test_toml_and_overrides(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('name = "x"\n[fl]\nrounds = 7\n[data.synthetic]\nusers = 9\n')
-    cfg = load_config(path, ["fl.lr=0.2", 'split.priors=["chrono"]', "attack.attackers=['knn']"])
+    cfg = load_config(path, ["fl.lr=0.2", 'split.priors=["chrono"]', "attack.suite=['knn']", "attack.params.knn.k=3"])
     assert (cfg.name, cfg.fl.rounds, cfg.data.synthetic.users, cfg.fl.lr) == ("x", 7, 9, 0.2)
-    assert cfg.split.priors == ["chrono"] and cfg.attack.attackers == ["knn"]
+    assert cfg.split.priors == ["chrono"] and cfg.attack.suite == ["knn"] and cfg.attack.params == {"knn": {"k": 3}}
+
+
+def test_core_holds_each_attacks_parameters_as_a_table_its_plugin_validates():
+    """core.config knows the suite's names and a table per attack; an attack's own model validates it (leakbed.preflight)."""
+    from leakbed.preflight import resolve
+
+    cfg = build_config({}, ["attack.suite=['knn', 'matching']", "attack.params.matching.epochs=3"])
+    frozen = resolve(cfg)
+    assert frozen.attack.params["knn"] == {"k": 10} and frozen.attack.params["matching"]["epochs"] == 3
+    assert frozen.attack.params["matching"]["eval_pairs"] == 10_000  # frozen with its defaults
+    assert load_config(None, [f"attack.suite={frozen.attack.suite}"]).attack.suite == ["knn", "matching"]
+    with pytest.raises(ConfigError, match="attack.params.matching.epochs: Input should be greater than or equal to 1"):
+        resolve(build_config({}, ["attack.suite=['matching']", "attack.params.matching.epochs=0"]))
+    with pytest.raises(ConfigError, match="attack.params.knn.neighbours: Extra inputs are not permitted"):
+        resolve(build_config({}, ["attack.suite=['knn']", "attack.params.knn.neighbours=3"]))
+    with pytest.raises(ConfigError, match="attack.params: 'svm' is not an attack of attack.suite"):
+        build_config({}, ["attack.suite=['knn']", "attack.params.svm.c=1"])
 
 
 def test_frozen_config_round_trips(tmp_path):
@@ -46,12 +64,12 @@ def test_frozen_config_round_trips(tmp_path):
     [
         ("fl.rounds=0", "fl.rounds"),
         ("fl.fraction_train=1.5", "fl.fraction_train"),
-        ("attack.attackers=['mlp','lstm']", "attack.attackers"),
+        ("attack.attackers=['mlp','lstm']", "attack.attackers"),  # the old field: an error naming it
         ("data.source='bogus'", "data.source"),
         ("fl.nonsense=1", "fl.nonsense"),
         ("data.synthetic.bias=-0.1", "data.synthetic.bias"),
         ("split.priors=['random','random']", "split.priors"),
-        ("attack.attackers=['mlp','mlp']", "attack.attackers"),
+        ("attack.suite=['mlp','mlp']", "attack.suite"),
         ("attack.suite=['property','property']", "attack.suite"),
         ("attack.suite=['No Such']", "attack.suite"),  # unknown names: leakbed.registry, before the run
         ("attack.worker_addresses=['no-port']", "attack.worker_addresses"),
@@ -83,13 +101,13 @@ def test_bad_files(tmp_path):
 
 def test_cli_rejects_bad_input_before_anything_starts(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text("[attack]\nattackers = ['mlp', 'oracle']\n")
+    bad.write_text("[attack]\nsuite = ['mlp', 'oracle']\n")
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "leakbed.cli", "run", str(bad), "--out", str(out)], capture_output=True, text=True
     )
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "attack.attackers" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "attack.suite: unknown attack 'oracle'" in proc.stderr
     assert not out.exists()
 
 

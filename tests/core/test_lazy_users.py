@@ -42,7 +42,7 @@ def test_a_device_of_a_large_population_holds_about_one_user():
     """Building the federation and reading one device's data peaks at a small share of the population's
     bytes (1,000 users of 120 images, 92 MiB: measured 2.3 MiB, 2.5%; a dict of every user held it all)."""
     cfg = tiny_config("data.synthetic.users=1000", "data.synthetic.examples_per_user=120")
-    data_module._federation.cache_clear()  # built here, not taken from an earlier test's cache
+    data_module.clear_cache()  # built here, not taken from an earlier test's cache
     tracemalloc.start()
     fed = federation(cfg, "random")
     mine = fed.private(7)

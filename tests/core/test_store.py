@@ -17,3 +17,15 @@ def test_round_trip_and_streaming_layout(tmp_path):
     assert list(anon["ids"]) == ["id1", "id2", "id3"] and list(anon["round"]) == [1, 2, 2]
     assert s.shadow_rounds() == [1, 2]
     assert not list(tmp_path.rglob("*.tmp.npz")), "writes are atomic"
+
+
+def test_full_updates_round_trip_by_update_id(tmp_path):
+    store = UpdateStore(tmp_path)
+    a = {"fc.weight": np.arange(6, dtype=np.float32).reshape(2, 3), "fc.bias": np.ones(2, np.float32)}
+    b = {"fc.weight": -np.ones((2, 3), np.float32), "fc.bias": np.zeros(2, np.float32)}
+    store.write_anon_full(3, "b1", ["id-a", "id-b"], [a, b])
+    store.write_anon_full(4, "b1", ["id-c"], [b])
+    got = store.read_anon_full(3)
+    assert sorted(got) == ["id-a", "id-b"]
+    assert np.array_equal(got["id-a"]["fc.weight"], a["fc.weight"])
+    assert np.array_equal(got["id-b"]["fc.bias"], b["fc.bias"])

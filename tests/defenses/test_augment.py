@@ -1,10 +1,16 @@
 import numpy as np
 import pytest
 
+from client.defenses import apply_data
 from core.data import UserData, federation
-from defenses.augment import _clusters, apply_data_defenses, bkg_repl, mm_aug, rand_aug
+from defenses.augment import bkg_repl, clusters, mm_aug, rand_aug
 from defenses.background import background_pool
-from tests.conftest import tiny_config
+from defenses.contract import DeviceContext
+from tests.conftest import device_round, tiny_config
+
+
+def _pool(cfg):  # noqa: ANN001, ANN202
+    return background_pool(cfg.background, cfg.data, cfg.split, cfg.seed, "random")
 
 
 def _data(n, value, label):
@@ -37,7 +43,7 @@ def test_mm_aug_draws_from_one_cluster_only():
 def test_background_is_a_separate_population_with_the_same_task():
     cfg = tiny_config("background.users=4")
     fed = federation(cfg, "random")
-    bkg = background_pool(cfg, "random")
+    bkg = _pool(cfg)
     assert bkg.x.shape[1:] == fed.corpus.input_shape and bkg.y.max() < fed.corpus.num_classes
     private = {row.tobytes() for s in fed.splits.values() for row in s.private.x}
     assert not private & {row.tobytes() for row in bkg.x}
@@ -45,19 +51,21 @@ def test_background_is_a_separate_population_with_the_same_task():
 
 def test_clusters_of_the_shared_model_features():
     cfg = tiny_config("background.users=4")
-    labels = _clusters(cfg.model_dump_json(), "random", 3)
-    assert len(labels) == len(background_pool(cfg, "random")) and len(set(labels)) == 3
+    device = device_round(cfg, 0)
+    labels = clusters(DeviceContext(device.plan, 0, 1), 3)
+    assert len(labels) == len(_pool(cfg)) and len(set(labels)) == 3
 
 
 def test_only_adopters_change_their_data():
-    cfg = tiny_config('defenses=[{name="rand-aug", strength=1.0, users=["user1"]}]')
+    cfg = tiny_config('defenses=[{name="rand-aug", alpha=1.0, users=["user1"]}]')
     fed = federation(cfg, "random")
-    for user in fed.user_ids:
+    for pid, user in enumerate(fed.user_ids):
         data = fed.splits[user].private
-        out = apply_data_defenses(cfg, fed, user, data)
+        out = apply_data(device_round(cfg, pid), data)
         assert len(out) == (2 * len(data) if user == "user1" else len(data))
-    again = apply_data_defenses(cfg, fed, "user1", fed.splits["user1"].private)
-    assert np.array_equal(again.x, apply_data_defenses(cfg, fed, "user1", fed.splits["user1"].private).x)
+    one = fed.user_ids.index("user1")
+    again = apply_data(device_round(cfg, one, 2), fed.splits["user1"].private)  # a user blends the same way every round
+    assert np.array_equal(again.x, apply_data(device_round(cfg, one, 1), fed.splits["user1"].private).x)
 
 
 def test_outside_background_needs_outside_users():
@@ -65,4 +73,4 @@ def test_outside_background_needs_outside_users():
 
     cfg = tiny_config("background.source='outside'")
     with pytest.raises(DataError, match="no users outside"):
-        background_pool(cfg, "random")
+        _pool(cfg)

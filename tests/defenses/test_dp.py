@@ -10,15 +10,15 @@ from flwr.app import MetricRecord, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 
-from client.app import app, train
-from core.config import DefenseConfig, ExperimentConfig
+from client.app import app
+from core.config import ExperimentConfig
 from core.data import federation
 from core.models import build_model
 from core.privacy import gaussian_epsilon, rdp_epsilon
-from defenses.compat import check_defenses
-from defenses.dp import local_dp_mod
-from server.dp import SeededDpFixedClipping, privacy_summary, wrap_dp
-from tests.client.test_client_app import _context, _train_message
+from defenses.dp import DPParams, SeededDpFixedClipping, local_dp_mod
+from leakbed.preflight import preflight
+from leakbed.server_defenses import ServerDefenses
+from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import arrays_of, fake_message, tiny_config
 
 
@@ -39,9 +39,9 @@ def _update_norm(reply, model) -> float:
 
 
 def test_dp_fedavg_clipping_bounds_the_update_norm_of_adopters_only():
-    cfg = tiny_config('defenses=[{name="dp-fedavg", strength=1.0, clip=0.01, users=["user2"]}]')
+    cfg = tiny_config('defenses=[{name="dp-fedavg", noise_multiplier=1.0, clip=0.01, users=["user2"]}]')
     model = _model(cfg)
-    plain = _update_norm(train(_train_message(tiny_config(), model), _context(2)), model)
+    plain = _update_norm(handler(_train_message(tiny_config(), model), _context(2)), model)
     assert plain > 0.02  # so a clip of 0.01 binds
     clipped = _update_norm(app(_dp_message(cfg, model, 0.01), _context(2)), model)
     assert clipped == pytest.approx(0.01, rel=1e-3)
@@ -62,17 +62,17 @@ def test_local_dp_noise_has_std_z_times_clip_and_zero_noise_is_clipping_only():
     msg = fake_message(
         RecordDict({"arrays": arrays_of(glob), "config": _train_message(tiny_config(), _model(tiny_config())).content["config"]})
     )
-    clip_only = local_dp_mod(DefenseConfig(name="local-dp", strength=0.0, clip=1.0))(msg, None, _fake_call_next(local))
+    clip_only = local_dp_mod(DPParams(noise_multiplier=0.0, clip=1.0))(msg, None, _fake_call_next(local))
     w0 = clip_only.content.array_records["arrays"]["w"].numpy()
     assert np.linalg.norm(w0) == pytest.approx(1.0, rel=1e-4) and np.allclose(w0, w0.flat[0])
     np.random.seed(3)
-    noised = local_dp_mod(DefenseConfig(name="local-dp", strength=0.5, clip=1.0))(msg, None, _fake_call_next(local))
+    noised = local_dp_mod(DPParams(noise_multiplier=0.5, clip=1.0))(msg, None, _fake_call_next(local))
     noise = noised.content.array_records["arrays"]["w"].numpy() - w0
     assert noise.std() == pytest.approx(0.5, rel=0.02) and abs(noise.mean()) < 0.01
 
 
 def test_local_dp_on_the_device_is_seeded():
-    cfg = tiny_config('defenses=[{name="local-dp", strength=0.1, clip=0.05}]')
+    cfg = tiny_config('defenses=[{name="local-dp", noise_multiplier=0.1, clip=0.05}]')
     model = _model(cfg)
     a = app(_train_message(cfg, model), _context(1)).content.array_records["arrays"].to_torch_state_dict()
     b = app(_train_message(cfg, model), _context(1)).content.array_records["arrays"].to_torch_state_dict()
@@ -89,7 +89,7 @@ def _replies(locals_):
 def _aggregate(z: float, seed: int = 0, rnd: int = 1) -> np.ndarray:
     rng = np.random.default_rng(0)
     locals_ = [{"w": rng.normal(size=(200, 200)).astype(np.float32)} for _ in range(4)]
-    wrapper = SeededDpFixedClipping(FedAvg(), DefenseConfig(name="dp-fedavg", strength=z, clip=2.0), 4, seed)
+    wrapper = SeededDpFixedClipping(FedAvg(), DPParams(noise_multiplier=z, clip=2.0), 4, seed)
     arrays, _ = wrapper.aggregate_train(rnd, _replies(locals_))
     assert wrapper.releases == 1
     return arrays["w"].numpy()
@@ -114,25 +114,29 @@ def test_epsilon_falls_as_noise_grows():
 
 def test_privacy_summary_has_a_guarantee_only_when_every_device_clips():
     users = [f"user{i}" for i in range(6)]
-    full = tiny_config('defenses=[{name="dp-fedavg", strength=1.0, clip=0.1}]')
-    [row] = privacy_summary(full, users, releases=2)
+    full = tiny_config('defenses=[{name="dp-fedavg", noise_multiplier=1.0, clip=0.1}]')
+    [row] = ServerDefenses(full).privacy(users, 3, releases=2)
+    assert row["defense"] == "dp-fedavg" and list(row)[0] == "defense"
     assert row["epsilon"] == pytest.approx(rdp_epsilon(1.0, 3, 6, 2, 1e-5)) and row["sampled_per_round"] == 3
-    half = tiny_config('defenses=[{name="dp-fedavg", strength=1.0, clip=0.1, fraction=0.5}]')
-    [row] = privacy_summary(half, users, releases=2)
+    half = tiny_config('defenses=[{name="dp-fedavg", noise_multiplier=1.0, clip=0.1, fraction=0.5}]')
+    [row] = ServerDefenses(half).privacy(users, 3, releases=2)
     assert row["epsilon"] is None and "not every device" in row["note"]
+    assert ServerDefenses(tiny_config('defenses=[{name="noise"}]')).privacy(users, 3, 2) == []  # no accounting
 
 
-def test_wrap_only_with_dp_fedavg_and_one_of_them():
-    inner = FedAvg()
-    assert wrap_dp(inner, tiny_config(), 6) is inner
-    assert isinstance(wrap_dp(inner, tiny_config('defenses=[{name="dp-fedavg"}]'), 6), SeededDpFixedClipping)
-    with pytest.raises(ValueError, match="at most one dp-fedavg"):
-        tiny_config('defenses=[{name="dp-fedavg"}, {name="dp-fedavg"}]')
+def test_only_dp_fedavg_has_a_server_half():
+    inner, users = FedAvg(), [f"user{i}" for i in range(6)]
+    plain = ServerDefenses(tiny_config('defenses=[{name="noise"}, {name="local-dp"}]'))
+    assert plain.wrap(inner, users, 3) is inner and not plain.uniform_weights
+    dp = ServerDefenses(tiny_config('defenses=[{name="dp-fedavg", noise_multiplier=2.0, clip=0.5}]'))
+    wrapped = dp.wrap(inner, users, 3)
+    assert isinstance(wrapped, SeededDpFixedClipping) and wrapped.strategy is inner and dp.uniform_weights
+    assert wrapped.noise_multiplier == 2.0 and wrapped.clipping_norm == 0.5 and wrapped.num_sampled_clients == 3
 
 
-def test_dp_needs_a_float_only_model():
-    cfg = tiny_config('defenses=[{name="local-dp"}]', "model.name=resnet18")
-    corpus = federation(cfg, "random").corpus
+def test_dp_needs_a_float_only_model_and_no_secure_aggregation():
     with pytest.raises(ValueError, match="integer buffers"):
-        check_defenses(cfg, corpus, build_model(cfg.model, corpus))
-    check_defenses(tiny_config('defenses=[{name="local-dp"}]'), corpus, _model(tiny_config()))
+        preflight(tiny_config('defenses=[{name="local-dp"}]', "model.name=resnet18"))
+    with pytest.raises(ValueError, match="SecAgg\\+ workflow does not take"):
+        preflight(tiny_config('defenses=[{name="dp-fedavg"}]', "fl.secure_aggregation='secagg+'"))
+    preflight(tiny_config('defenses=[{name="local-dp"}]'))

@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from client.app import app, train
+from client.app import app
 from core.data import federation
 from core.models import LSTMLanguageModel, build_model
 from core.training import TrainConfig, local_update, state_arrays
-from defenses.dropout import device_dropout, dropout_during
-from tests.client.test_client_app import _context, _train_message
+from defenses.dropout import dropout_during
+from leakbed.preflight import resolve
+from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import tiny_config
 
 
@@ -52,18 +53,18 @@ def test_without_pooling_dropout_acts_before_the_final_layer():
 
 
 def test_the_device_trains_with_dropout_only_when_its_user_adopts_it():
-    cfg = tiny_config('defenses=[{name="dropout", strength=0.5, users=["user2"]}]')
+    cfg = tiny_config('defenses=[{name="dropout", p=0.5, users=["user2"]}]')
     fed = federation(cfg, "random")
-    assert device_dropout(cfg, fed.user_ids, "user2") == 0.5 and device_dropout(cfg, fed.user_ids, "user3") == 0.0
     torch.manual_seed(0)
     model = build_model(cfg.model, fed.corpus)
     for pid, changed in ((2, True), (3, False)):
         a = app(_train_message(cfg, model), _context(pid)).content["arrays"]
-        b = train(_train_message(tiny_config(), model), _context(pid)).content["arrays"]
+        b = handler(_train_message(tiny_config(), model), _context(pid)).content["arrays"]
         diff = max(float(np.abs(a[k].numpy() - b[k].numpy()).max()) for k in a)
         assert (diff > 0) == changed, (pid, diff)
 
 
 def test_dropout_probability_must_be_below_one():
-    with pytest.raises(ValueError, match="probability below 1"):
-        tiny_config('defenses=[{name="dropout", strength=1.0}]')
+    with pytest.raises(ValueError, match=r"defenses.0 \(dropout\).p: Input should be less than 1"):
+        resolve(tiny_config('defenses=[{name="dropout", p=1.0}]'))
+    assert resolve(tiny_config('defenses=[{name="dropout"}]')).defenses[0].params == {"p": 0.5}  # frozen with its default

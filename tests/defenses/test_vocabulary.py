@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from client.app import app, train
+from client.app import app
 from core.data import UserData, federation
 from core.data.corpus import Corpus
 from core.models import build_model
-from defenses.compat import check_defenses
 from defenses.vocabulary import allowed_tokens, restrict_data, restrict_update
-from tests.client.test_client_app import _context, _train_message
+from leakbed.preflight import preflight
+from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import tiny_config
 
 WORDS = "the cat sat on the mat and the dog sat on a log while a bird sang in the tree by the river bank"
@@ -52,7 +52,7 @@ def text_cfg(tmp_path_factory):
 
 
 def test_a_vocab_device_sends_zero_change_outside_the_allowed_rows(text_cfg):
-    cfg = text_cfg('defenses=[{name="vocab", strength=4, users=["u1"]}]')
+    cfg = text_cfg('defenses=[{name="vocab", tokens=4, users=["u1"]}]')
     fed = federation(cfg, "random")
     torch.manual_seed(0)
     model = build_model(cfg.model, fed.corpus)
@@ -67,18 +67,16 @@ def test_a_vocab_device_sends_zero_change_outside_the_allowed_rows(text_cfg):
         delta = sent[k] - glob[k]
         assert not delta[~allowed].any(), k  # exactly zero
         assert np.abs(delta[allowed]).max() > 0, k
-    plain = train(_train_message(text_cfg(), model), _context(pid)).content["arrays"]
+    plain = handler(_train_message(text_cfg(), model), _context(pid)).content["arrays"]
     assert np.abs(plain["fc.weight"].numpy() - glob["fc.weight"])[~allowed].max() > 0  # without the defense they move
     other = fed.user_ids.index("u2")
     a = app(_train_message(cfg, model), _context(other)).content["arrays"]
-    b = train(_train_message(text_cfg(), model), _context(other)).content["arrays"]
+    b = handler(_train_message(text_cfg(), model), _context(other)).content["arrays"]
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in glob)  # non-adopters are untouched
 
 
 def test_vocab_needs_token_data():
-    cfg = tiny_config('defenses=[{name="vocab", strength=100}]')
-    corpus = federation(cfg, "random").corpus
-    with pytest.raises(ValueError, match="vocab needs token data"):
-        check_defenses(cfg, corpus, build_model(cfg.model, corpus))
-    with pytest.raises(ValueError, match="token count"):
-        tiny_config('defenses=[{name="vocab", strength=2.5}]')
+    with pytest.raises(ValueError, match="defenses.0: vocab needs token data"):
+        preflight(tiny_config('defenses=[{name="vocab", tokens=100}]'))
+    with pytest.raises(ValueError, match=r"defenses.0 \(vocab\).tokens"):
+        preflight(tiny_config('defenses=[{name="vocab", tokens=2.5}]'))

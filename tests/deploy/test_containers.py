@@ -45,18 +45,19 @@ SMALL = [
     f"fl.rounds={ROUNDS}",
     "fl.fraction_train=1.0",
     'split.priors=["random"]',
-    'attack.suite=["matching"]',
-    "attack.mlp_epochs=60",
+    'attack.suite=["mlp","svm","knn","matching","bias-labels"]',  # bias-labels, hide-bias: the example plugin
+    "attack.params.mlp.epochs=60",
+    'defenses=[{name="hide-bias",users=["user0"]}]',  # (tests/plugins), installed in the app image
 ]
 CONFIG = "configs/quickstart.toml"
 # The faults run also feeds every dashboard panel: metadata (and its fusions), linkage, and one
 # reconstruction attack (per-sample accuracy; one local step of batch 8, a property per example).
 EVERY_PANEL = [
-    'attack.suite=["matching","metadata","linkage","feature-inference"]',
+    'attack.suite=["mlp","svm","knn","matching","metadata","linkage","feature-inference"]',
     "data.synthetic.property_rate=0.5",
     "fl.local_steps=1",
     "fl.batch_size=8",
-    "attack.reconstruction.updates=2",
+    "attack.params.feature-inference.updates=2",
 ]
 HOLD_S = 20  # the ServerApp's /metrics stays up this long after a run, for Prometheus's last scrapes
 
@@ -71,10 +72,11 @@ def engine() -> Engine:
 
 
 @pytest.fixture(scope="module")
-def chosen(engine: Engine) -> images.Images:
+def chosen(engine: Engine, example_plugin: Path) -> images.Images:
+    """The images, the app image with the example plugin package installed (``leakbed compose build --plugin``)."""
     chosen, why = images.choose("auto")
     start = time.monotonic()
-    timings = images.build(engine, chosen, say=lambda m: None)
+    timings = images.build(engine, chosen, say=lambda m: None, plugins=[example_plugin])
     print(f"\n[containers] {why}; build {time.monotonic() - start:.0f} s: {timings}")
     return chosen
 
@@ -149,6 +151,9 @@ def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Sta
         for key in ("ap", "chance_ap", "top1", "top5"):
             assert math.isclose(d[key], m[key], abs_tol=1e-9), (attacker, key, d[key], m[key])
     assert deployed["suite"]["matching"]["ap"] == pytest.approx(simulated["suite"]["matching"]["ap"], abs=1e-9)
+    # the third-party plugin in the containers: its attack in the worker containers, its defense on user0's device
+    assert deployed["suite"]["bias-labels"] == simulated["suite"]["bias-labels"]
+    assert deployed["suite"]["bias-labels"]["updates"] == SUPERNODES * ROUNDS and deployed["defending_users"] == 1
     assert deployed["utility"].keys() == simulated["utility"].keys()
     for rnd, u in simulated["utility"].items():
         assert deployed["utility"][rnd]["loss"] == pytest.approx(u["loss"], abs=1e-6), rnd

@@ -11,14 +11,15 @@ import yaml
 from benchmarks import scale
 from core.config import load_config
 from leakbed import compose
-from leakbed.simulate import backend_config
+from leakbed.simulate import federation_config
 
 
-def test_client_gpus_reach_the_ray_backend_config() -> None:
+def test_client_gpus_reach_the_simulation_federation_config() -> None:
+    """``flwr run --federation-config``: Flower's Simulation Runtime sizes each ClientApp actor from these."""
     cfg = load_config(None, ["simulation.client_gpus=0.25", "simulation.client_cpus=2"])
-    resources = backend_config(cfg)["client_resources"]
-    assert resources == {"num_cpus": 2.0, "num_gpus": 0.25}
-    assert backend_config(load_config(None))["client_resources"]["num_gpus"] == 0.0
+    fed = federation_config(cfg, 10)
+    assert fed["num-supernodes"] == 10 and fed["client-resources-num-cpus"] == 2 and fed["client-resources-num-gpus"] == 0.25
+    assert federation_config(load_config(None), 3)["client-resources-num-gpus"] == 0.0
 
 
 def test_scale_defaults_and_gpu_overrides_become_cohort_arguments() -> None:

@@ -29,7 +29,6 @@ def run(tmp_path_factory):
             "adversary.alpha=0.2",  # the active end of the README's alpha range
         ],
     )
-    (out / "config.toml").write_text("")  # write_report reads per-prior metrics only
     summary = simulate(cfg, "random", out)
     return out, summary
 

@@ -3,7 +3,7 @@ README's defense table's orderings at a smaller scale (24 users, 8 rounds of 6 d
 setting with 2 fewer rounds, so the undefended model is trained and utility is not noise). Blending into
 the crowd (bkg-repl, mm-aug) cuts re-identification at little utility cost; perturbation destroys utility
 first; DP-FedAvg costs the utility and keeps re-identification where it was (the curious server sees the
-clipped update); selective sharing of the top 10% keeps it too on these users. A defense at strength 0
+clipped update); selective sharing of the top 10% keeps it too on these users. A defense at parameter 0
 changes nothing; dp-fedavg reports the ε it spent and shuffler batching releases only full batches
 without losing any update."""
 
@@ -32,19 +32,21 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("defenses")
     return {
         "none": _run(tmp, "none"),
-        "mm-aug": _run(tmp, "mm-aug", 'defenses=[{name="mm-aug", strength=2.0}]'),
-        "noise": _run(tmp, "noise", 'defenses=[{name="noise", strength=100.0}]'),
+        "mm-aug": _run(tmp, "mm-aug", 'defenses=[{name="mm-aug", alpha=2.0}]'),
+        "noise": _run(tmp, "noise", 'defenses=[{name="noise", variance=100.0}]'),
         "off": _run(
             tmp,
             "off",
-            'defenses=[{name="rand-aug", strength=0.0}, {name="noise", strength=0.0}, {name="dropout", strength=0.0}]',
+            'defenses=[{name="rand-aug", alpha=0.0}, {name="noise", variance=0.0}, {name="dropout", p=0.0}]',
         ),
-        "dp-batched": _run(tmp, "dp-batched", 'defenses=[{name="dp-fedavg", strength=1.0, clip=0.1}]', "shuffler.batch_min=18"),
+        "dp-batched": _run(
+            tmp, "dp-batched", 'defenses=[{name="dp-fedavg", noise_multiplier=1.0, clip=0.1}]', "shuffler.batch_min=18"
+        ),
         "dp-batched-dir": tmp / "dp-batched",
-        "half": _run(tmp, "half", 'defenses=[{name="mm-aug", strength=2.0, fraction=0.5}]'),
-        "bkg-repl": _run(tmp, "bkg-repl", 'defenses=[{name="bkg-repl", strength=1.0}]'),
-        "dp": _run(tmp, "dp", 'defenses=[{name="dp-fedavg", strength=0.5, clip=0.1}]'),
-        "selective": _run(tmp, "selective", 'defenses=[{name="selective", strength=0.1}]'),
+        "half": _run(tmp, "half", 'defenses=[{name="mm-aug", alpha=2.0, fraction=0.5}]'),
+        "bkg-repl": _run(tmp, "bkg-repl", 'defenses=[{name="bkg-repl", alpha=1.0}]'),
+        "dp": _run(tmp, "dp", 'defenses=[{name="dp-fedavg", noise_multiplier=0.5, clip=0.1}]'),
+        "selective": _run(tmp, "selective", 'defenses=[{name="selective", share=0.1}]'),
     }
 
 

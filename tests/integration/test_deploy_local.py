@@ -24,7 +24,8 @@ OVERRIDES = [
     "fl.rounds=2",
     "fl.fraction_train=1.0",
     'split.priors=["random"]',
-    'attack.attackers=["svm", "knn"]',
+    'attack.suite=["svm", "knn", "bias-labels"]',  # and the example plugin's attack ...
+    'defenses=[{name="hide-bias", users=["user0"]}]',  # ... and defense (tests/plugins)
 ]
 
 
@@ -37,7 +38,10 @@ def _finished(url: str) -> dict | None:
 
 
 @pytest.mark.slow
-def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs) -> None:
+def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs, example_plugin: Path) -> None:
+    """The deployment runs a third-party plugin as it runs the built-in attacks: installed with pip, its attack in
+    the sandbox behind the remote workers, its defense on the SuperNode of the user who adopts it, its scorer in the
+    ServerApp's referee."""
     out, port = tmp_path / "deploy", free_port()
     sets = [arg for o in OVERRIDES for arg in ("--set", o)]
     # --hold: /metrics stays up this long after the run; deploy-local (1 s polls) and this test (0.5 s) read it within
@@ -88,6 +92,11 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     rounds_log = metrics["rounds_log"]
     assert all(rounds_log[r]["received"] == 3 and rounds_log[r]["failed"] == 0 for r in ("1", "2")), rounds_log
 
+    plugin = metrics["suite"]["bias-labels"]
+    assert plugin["updates"] == 6 and 0.0 <= plugin["accuracy"] <= 1.0 and plugin["chance"] > 0, plugin
+    assert value(final, "leakbed_attack_x_chance", attack="bias-labels", prior="random") == pytest.approx(plugin["x_chance"])
+    assert metrics["defenses"] == [{"name": "hide-bias", "fraction": 1.0, "users": ["user0"], "suffix": ".bias"}]
+    assert metrics["defending_users"] == 1
     assert cli.popen.wait(timeout=300) == 0, procs.tails()
     output = cli.stdout.read_text()
     assert "[random] finished after round 2" in output and "svm AP" in output, output

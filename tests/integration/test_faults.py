@@ -22,11 +22,10 @@ from core import telemetry
 from core.config import build_config
 from core.layout import RunLayout
 from core.store import UpdateStore
+from core.training import TrainConfig
 from leakbed.deploy_local import scrape, value
-from referee.seal import Sealer
 from server.metrics import RunTelemetry, observe_round
-from server.shuffler import TRUTH_KEY, Shuffler
-from server.strategy import TRAIN_KEYS, CuriousFedAvg
+from server.shuffler import TRUTH_KEY
 from tests.conftest import arrays_of, fake_message
 from tests.integration.procs import (
     VENV_BIN,
@@ -40,6 +39,7 @@ from tests.integration.procs import (
     wait_until,
     write_connection,
 )
+from tests.server.test_tap import FakeGrid, tap
 
 GLOBAL = {"fc.weight": np.zeros((4, 3), np.float32), "fc.bias": np.zeros(4, np.float32)}
 
@@ -74,18 +74,9 @@ def test_malformed_updates_are_rejected_counted_and_not_aggregated(tmp_path, mon
     monkeypatch.setattr(TaskIdentity, "_node_id", 0)
     monkeypatch.setattr(TaskIdentity, "_task_id", 1)
     pool = _Pool()
-    strategy = CuriousFedAvg(
-        shuffler=Shuffler(Sealer(tmp_path / "ref"), ["fc.weight", "fc.bias"]),
-        pool=pool,
-        seed=0,
-        fraction_train=1.0,
-        fraction_evaluate=0.0,
-        min_train_nodes=1,
-        min_evaluate_nodes=0,
-        min_available_nodes=1,
-    )
-    config = ConfigRecord({**{k: 0 for k in TRAIN_KEYS}, "optimizer": "sgd", "experiment": "{}", "prior-rule": "random"})
-    strategy.configure_train(1, arrays_of(GLOBAL), config, type("Grid", (), {"get_node_ids": lambda self: {7, 8}})())
+    strategy, _ = tap(tmp_path, pool, users=2, fraction=1.0)
+    config = ConfigRecord({**{k: 0 for k in TrainConfig.KEYS}, "optimizer": "sgd", "plan": "{}"})
+    strategy.configure_train(1, arrays_of(GLOBAL), config, FakeGrid(2))
     oversized = _reply("c", 9.0)
     oversized.content["smuggled"] = ArrayRecord({"blob": arrays_of({"x": np.ones(10_000, np.float32)})["x"]})
     nan, inf, shape = _reply("d", 9.0), _reply("e", 9.0), _reply("f", 9.0)
@@ -115,7 +106,7 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
         "fl.rounds=6",  # rounds left after the kill, so the supervisor sees the dead worker while work remains
         "fl.fraction_train=1.0",
         'split.priors=["random"]',
-        'attack.attackers=["knn"]',
+        'attack.suite=["knn"]',
         "attack.workers=2",
     ]
     cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
@@ -156,7 +147,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
         nodes.append(procs.start(f"supernode{pid}", [*argv, "--node-config", f"partition-id={pid} num-partitions=3"], env))
     overrides = (
         "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "
-        f'attack.workers=1 attack.attackers=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
+        f'attack.workers=1 attack.suite=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
         "telemetry.hold_seconds=8"  # the last scrape comes within one poll (<= 2.5 s) of run_finished
     )
     run_config = f"set='{overrides}' out-dir='{run}' prior='random'"

@@ -9,7 +9,7 @@ import pytest
 from core.derive import derived_seed
 from core.layout import RunLayout
 from core.store import UpdateStore
-from leakbed.simulate import simulate
+from leakbed.simulate import SimulationLink, simulate
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ SMALL = [
     "fl.rounds=8",
     "fl.fraction_train=0.25",
     "fl.lr=0.1",
-    "attack.mlp_epochs=100",
+    "attack.params.mlp.epochs=100",
 ]
 
 
@@ -67,10 +67,12 @@ def test_same_seed_same_numbers(tmp_path):
     """The same seed gives the same metrics and the same updates; the update ids are opaque
     (a random per-run key, not the seed), so they differ between the two runs and no seeded
     generator the attack side could hold regenerates them. Nor do the numbers depend on how many
-    ClientApp actors Flower's pool holds: the second run has two on the tests' one-CPU Ray head."""
+    ClientApp actors Flower's pool holds: the first run has one on the tests' one-CPU Ray head, the second two
+    on a private Ray of this machine's two cores (its own SuperLink)."""
     cfg = tiny_config()
     a = simulate(cfg, "random", tmp_path / "a")
-    b = simulate(tiny_config("simulation.client_cpus=0.5"), "random", tmp_path / "b")
+    with SimulationLink(tmp_path / "private-logs") as private:
+        b = simulate(cfg, "random", tmp_path / "b", link=private)
     assert json.dumps(a["attackers"], sort_keys=True) == json.dumps(b["attackers"], sort_keys=True)
     assert a["utility"] == b["utility"]
     va = UpdateStore(RunLayout(tmp_path / "a").store("random")).read_anon()

@@ -30,8 +30,7 @@ def test_property_appears_at_onset_and_is_inferred(tmp_path):
         "fl.batch_size=8",
         f"data.property_plan.holders={holders}",
         "data.property_plan.onset_round=2",
-        'attack.attackers=["knn"]',
-        'attack.suite=["property"]',
+        'attack.suite=["knn", "property"]',
         'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path)

@@ -20,10 +20,10 @@ def test_one_sample_fedsgd_updates_are_read_exactly_in_a_real_run(tmp_path):
         "data.synthetic.image_size=8",
         "fl.batch_size=1",
         "fl.local_steps=1",
-        "attack.reconstruction.updates=2",
-        "attack.reconstruction.classifier_epochs=20",
-        "attack.dlg.steps=5",
-        "attack.inverting_gradients.steps=100",
+        *[f"attack.params.{n}.{k}" for n in ("feature-inference", "dlg", "inverting-gradients")
+          for k in ("updates=2", "classifier_epochs=20")],
+        "attack.params.dlg.steps=5",
+        "attack.params.inverting-gradients.steps=100",
     ]
     code = main(["feature-inference", str(REPO / "configs" / "reconstruction.toml"), *[a for s in sets for a in ("--set", s)],
                  "--out", str(out)])  # fmt: skip

@@ -10,7 +10,9 @@ from leakbed.report import write_report
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
 
-SUITE = ["open-world", "matching", "cross-modal", "profile", "attributes"]
+FURTHER = ["open-world", "matching", "cross-modal", "profile", "attributes"]  # metrics.json "suite"
+SUITE = ["mlp", "svm", "knn", *FURTHER]  # the closed-world attackers go to metrics.json "attackers"
+SIAMESE_TABLES = ("matching", "open-world.siamese", "cross-modal.siamese")  # the three attacks' Siamese networks
 SMALL = [
     "data.synthetic.users=30",
     "data.synthetic.examples_per_user=100",
@@ -19,12 +21,11 @@ SMALL = [
     "fl.fraction_train=0.3",
     "fl.lr=0.1",
     "attack.workers=2",
-    "attack.mlp_epochs=100",
     f"attack.suite={SUITE}",
-    "attack.matching.epochs=20",
-    "attack.matching.eval_pairs=4000",
-    "attack.profile.top_k=5",
-    "attack.attributes.epochs=60",
+    "attack.params.mlp.epochs=100",
+    *[f"attack.params.{t}.{k}" for t in SIAMESE_TABLES for k in ("epochs=20", "eval_pairs=4000")],
+    "attack.params.profile.top_k=5",
+    "attack.params.attributes.epochs=60",
 ]
 
 
@@ -41,7 +42,7 @@ def run(tmp_path_factory):
 def test_every_suite_attack_ran_and_was_scored(run):
     out, summary = run
     assert not summary["attackers_failed"] and not summary["pool"]["errors"]
-    assert sorted(summary["suite"]) == sorted(SUITE)
+    assert sorted(summary["suite"]) == sorted(FURTHER) and sorted(summary["attackers"]) == ["knn", "mlp", "svm"]
     report = write_report(out).read_text()
     assert "#### cross-modal (random prior)" in report and "seed 001 Table 4 form" in report
     assert (out / "random" / "profile_top_users.png").is_file()
@@ -49,7 +50,7 @@ def test_every_suite_attack_ran_and_was_scored(run):
 
 def test_suite_attacks_well_above_chance_on_biased_users(run):
     s = run[1]["suite"]
-    ow, mat, cm, prof, attr = (s[n] for n in SUITE)
+    ow, mat, cm, prof, attr = (s[n] for n in FURTHER)
     assert ow["x_chance"] > 2.5 and ow["match_ap"] > 0.75, ow
     assert mat["ap"] > 0.8 and mat["prior_ap"] > 0.75 and mat["chance"] == 0.5, mat
     assert cm["encoder"] == "minilm" and cm["ap"] > 0.65 and cm["text_only_ap"] > 0.6, cm

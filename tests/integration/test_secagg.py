@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from client.secagg import SecAggDevice
+from core.data import federation
 from core.layout import RunLayout
 from core.store import UpdateStore
 from leakbed.simulate import simulate
+from server.plan import device_plan
 from server.run_parts import train_config
 from server.secagg import CANNOT_RUN
 from tests.conftest import tiny_config
@@ -26,9 +28,9 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
         "fl.round_timeout=120",  # SecAgg+ stages wait this long: a crashed simulation fails fast instead of hanging
         "fl.fraction_train=0.5",
         "data.property_plan.holder_fraction=0.34",
-        'attack.attackers=["knn"]',
-        'attack.suite=["aggregate-property", "property"]',
-        "attack.property.aux_updates=2",
+        'attack.suite=["knn", "aggregate-property", "property"]',
+        "attack.params.property.aux_updates=2",
+        "attack.params.aggregate-property.aux_updates=2",
         'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path)
@@ -45,7 +47,8 @@ def test_secagg_hides_updates_and_keeps_the_aggregate(tmp_path):
     store = UpdateStore(layout.store("random"))
     before, after = store.read_global(1), store.read_global(2)
     names = list(before)
-    config = {**dict(train_config(cfg, "random").items()), "server-round": 1}
+    plan = device_plan(cfg, "random", federation(cfg, "random").user_ids)
+    config = {**dict(train_config(cfg, plan).items()), "server-round": 1}
     users = truth[0]["user_id"].removeprefix("aggregate:").split()
     outs = [SecAggDevice(int(u.removeprefix("user"))).fit([before[k] for k in names], config) for u in users]
     weights = np.asarray([n for _, n, _ in outs], float)
@@ -71,9 +74,8 @@ def test_secagg_leaves_the_aggregate_attack_what_plain_fedavg_gives_it(tmp_path)
         "fl.fraction_train=1.0",
         "fl.secagg.max_weight=100",
         "fl.round_timeout=120",
-        'attack.attackers=["knn"]',
-        'attack.suite=["aggregate-property"]',
-        "attack.property.aux_updates=4",
+        'attack.suite=["knn", "aggregate-property"]',
+        "attack.params.aggregate-property.aux_updates=4",
         'split.priors=["random"]',
     ]
     plain = simulate(tiny_config(*sets), "random", tmp_path / "plain")["suite"]["aggregate-property"]

@@ -113,6 +113,17 @@ def test_flwr_run_simulation_without_a_raylet_fails_cleanly(tmp_path: Path, proc
     print(f"\n[startup] flwr run (simulation) without a raylet failed after {took:.0f}s, exit {code}")
 
 
+def _commands(pids: set[int]) -> list[str]:
+    """What each leftover process runs, for the failure message."""
+    found = []
+    for pid in sorted(pids):
+        try:
+            found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
+        except OSError:
+            found.append(f"{pid} (gone)")
+    return found
+
+
 def _below_superlink(home: Path) -> set[int]:
     """Every process below the managed SuperLink of this FLWR_HOME."""
     from core.processes import descendants
@@ -137,7 +148,8 @@ def test_deploy_local_with_devices_that_never_connect_fails_and_stops_everything
     expected = f"only 0 of 2 devices connected within fl.startup_timeout = {SILENT_STARTUP} s"
     assert len(failed) == 1 and expected in failed[0], output
     assert not session_left(procs.started[0].popen.pid), "deploy-local left processes running"
-    assert not find_pids(re.escape(str(out))), "a process naming the deployment's folder is still running"
+    left = find_pids(re.escape(str(out)))
+    assert not left, f"processes naming the deployment's folder are still running: {_commands(left)}"
     print(f"\n[startup] deploy-local with silent SuperNodes failed after {took:.0f}s")
 
 

@@ -101,13 +101,13 @@ def test_attributes_without_attribute_columns(tmp_path, capsys):
 
 
 def test_attributes_named_column_the_data_lacks(tmp_path, capsys):
-    msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['attributes']", "attack.attributes.columns=['age']")
-    assert msg.startswith("attack.attributes.columns: attribute column 'age' is not in every user's data; have [")
+    msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['attributes']", "attack.params.attributes.columns=['age']")
+    assert msg.startswith("attack.params.attributes.columns: attribute column 'age' is not in every user's data; have [")
 
 
 def test_profile_class_the_data_lacks(tmp_path, capsys):
-    msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['profile']", "attack.profile.target_class=12")
-    assert msg == "attack.profile.target_class = 12: data.source 'synthetic' (synthetic) has classes 0..9"
+    msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['profile']", "attack.params.profile.target_class=12")
+    assert msg == "attack.params.profile.target_class = 12: data.source 'synthetic' (synthetic) has classes 0..9"
 
 
 def test_profile_on_a_next_token_task(tmp_path, capsys):

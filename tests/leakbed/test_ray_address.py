@@ -16,8 +16,10 @@ import leakbed.cli as cli
 from core.config import ConfigError, build_config
 from core.processes import free_port
 from leakbed.cluster import ray_head_problem
-from leakbed.simulate import backend_config
+from leakbed.simulate import SimulationLink, federation_config
 from leakbed.sweep import sweep_spec
+
+LINK_INIT = SimulationLink.__init__  # before tests.conftest keeps non-slow tests from starting simulations
 
 TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "fl.rounds=1", "attack.workers=1"]
 
@@ -36,11 +38,25 @@ def test_malformed_address_is_a_config_error(address: str) -> None:
         build_config({}, [f"simulation.ray_address='{address}'"])
 
 
-def test_backend_config_joins_only_when_asked() -> None:
-    assert "address" not in backend_config(build_config({}, []))["init_args"]
-    joined = backend_config(build_config({}, ["simulation.ray_address=10.0.0.5:6379", "simulation.client_gpus=0.25"]))
-    assert joined["init_args"]["address"] == "10.0.0.5:6379"
-    assert joined["client_resources"] == {"num_cpus": 1.0, "num_gpus": 0.25}
+def test_the_simulation_joins_a_cluster_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A private Ray is started quiet; a cluster is joined through RAY_ADDRESS in the SuperLink's environment
+    (its Simulation Runtime's ``ray.init()`` reads it) and keeps its own settings."""
+    assert federation_config(build_config({}, []), 4)["init-args-logging-level"] == "ERROR"
+    joined = federation_config(build_config({}, ["simulation.ray_address=10.0.0.5:6379", "simulation.client_gpus=0.25"]), 4)
+    assert "init-args-logging-level" not in joined and joined["client-resources-num-gpus"] == 0.25
+    started = []
+
+    class NoSuperLink:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            started.append(kwargs["env"])
+            raise OSError("not started in this test")
+
+    monkeypatch.setattr("leakbed.simulate.subprocess.Popen", NoSuperLink)
+    monkeypatch.setattr(SimulationLink, "__init__", LINK_INIT)
+    for address in ("10.0.0.5:6379", ""):
+        with pytest.raises(OSError):
+            SimulationLink(Path("/tmp/leakbed-test-logs"), address)
+    assert started[0]["RAY_ADDRESS"] == "10.0.0.5:6379" and "RAY_ADDRESS" not in started[1]
 
 
 def test_the_cluster_does_not_identify_a_sweep_point() -> None:

@@ -20,19 +20,24 @@ TINY = [
 
 
 def test_grid_is_a_product_plus_an_undefended_baseline():
-    axes = parse_grid(["defenses.0.strength=0, 0.5,2", "defenses.0.name='mm-aug','rand-aug'"])
+    axes = parse_grid(["defenses.0.alpha=0, 0.5,2", "defenses.0.name='mm-aug','rand-aug'"])
     points = grid_points({"defenses": [{"name": "bkg-repl"}]}, [], axes)
     assert len(points) == 1 + 3 * 2 and points[BASELINE].defenses == []
-    assert {(c.defenses[0].name, c.defenses[0].strength) for n, c in points.items() if n != BASELINE} == {
+    assert {(c.defenses[0].name, c.defenses[0].params["alpha"]) for n, c in points.items() if n != BASELINE} == {
         (n, s) for n in ("mm-aug", "rand-aug") for s in (0, 0.5, 2)
     }
 
 
 def test_bad_grid_fails_before_running():
+    from leakbed.preflight import resolve
+
     with pytest.raises(ConfigError):
-        parse_grid(["defenses.0.strength"])
-    with pytest.raises(ConfigError, match="defenses.0.strength"):
-        grid_points({"defenses": [{"name": "noise"}]}, [], parse_grid(["defenses.0.strength=-1"]))
+        parse_grid(["defenses.0.variance"])
+    with pytest.raises(ConfigError, match="defenses.0.fraction"):
+        grid_points({"defenses": [{"name": "noise"}]}, [], parse_grid(["defenses.0.fraction=-1"]))
+    points = grid_points({"defenses": [{"name": "noise"}]}, [], parse_grid(["defenses.0.variance=-1"]))
+    with pytest.raises(ConfigError, match=r"defenses.0 \(noise\).variance: Input should be greater than or equal to 0"):
+        resolve(points["defenses.0.variance=-1"])  # each defense's own parameters: checked by its plugin, before a run
 
 
 @pytest.mark.slow
@@ -46,7 +51,7 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
         "--set",
         'defenses=[{name="rand-aug"}]',
         "--grid",
-        "defenses.0.strength=0,1",
+        "defenses.0.alpha=0,1",
         "--out",
         str(out),
     ] + [a for s in TINY for a in ("--set", s)]
@@ -54,33 +59,33 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     assert "ran 3 of 3 points" in first.stdout
     rows = json.loads((out / "tradeoff.json").read_text())
-    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.strength=0", "defenses.0.strength=1"]
+    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.alpha=0", "defenses.0.alpha=1"]
     assert rows[0]["utility_norm"] == 1.0 and (out / "tradeoff.png").stat().st_size > 10_000
-    # strength 0 is the baseline, exactly
+    # alpha 0 is the baseline, exactly
     assert rows[1]["utility"] == rows[0]["utility"] and rows[1]["mlp_x_chance"] == rows[0]["mlp_x_chance"]
-    stamp = (out / "defenses.0.strength=1" / "metrics.json").stat().st_mtime_ns
+    stamp = (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 0 and "ran 0 of 3 points (3 reused)" in again.stdout
-    assert (out / "defenses.0.strength=1" / "metrics.json").stat().st_mtime_ns == stamp
+    assert (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns == stamp
     other = subprocess.run([*cmd[:-2], "--grid", "fl.lr=0.2", "--out", str(out)], capture_output=True, text=True)
     assert other.returncode == 2 and "different sweep" in other.stderr
 
 
 def test_several_labelled_grids_share_one_baseline_and_sweep():
     grids = [
-        Grid([("defenses.0.strength", [0.5, 1.0])], "mm-aug", ['defenses=[{name="mm-aug"}]']),
+        Grid([("defenses.0.alpha", [0.5, 1.0])], "mm-aug", ['defenses=[{name="mm-aug"}]']),
         Grid([("shuffler.batch_min", [4, 8])], "batching"),
     ]
     points = grid_points({}, ["fl.rounds=3"], None, grids)
     assert list(points) == [
         BASELINE,
-        "mm-aug.strength=0.5",
-        "mm-aug.strength=1.0",
+        "mm-aug.alpha=0.5",
+        "mm-aug.alpha=1.0",
         "batching.batch_min=4",
         "batching.batch_min=8",
     ]
     assert points[BASELINE].defenses == [] and points[BASELINE].shuffler.batch_min == 0
-    assert points["mm-aug.strength=1.0"].defenses[0].name == "mm-aug" and points["batching.batch_min=8"].shuffler.batch_min == 8
+    assert points["mm-aug.alpha=1.0"].defenses[0].name == "mm-aug" and points["batching.batch_min=8"].shuffler.batch_min == 8
     assert all(c.fl.rounds == 3 for c in points.values())
     assert [defense_label(c) for c in points.values()] == ["none", "mm-aug", "mm-aug", "batching", "batching"]
     with pytest.raises(ConfigError, match="both named"):
@@ -125,14 +130,15 @@ def test_sweep_cli_needs_a_grid_and_fails_fast(tmp_path):
     assert none.returncode == 2 and "give --grid" in none.stderr
     bad = tmp_path / "s.toml"
     bad.write_text(
-        "[sweep]\n[[sweep.grid]]\nlabel = 'x'\naxes = {'defenses.0.strength' = [1]}\nset = ['defenses=[{name=\"dropout\"}]']\n"
+        "[sweep]\n[[sweep.grid]]\nlabel = 'x'\naxes = {'defenses.0.p' = [1]}\nset = ['defenses=[{name=\"dropout\"}]']\n"
     )
     out = subprocess.run([*run[:4], str(bad), *run[4:]], capture_output=True, text=True)
-    assert out.returncode == 2 and "dropout strength is a probability" in out.stderr and not (tmp_path / "o").exists()
+    assert out.returncode == 2 and "defenses.0 (dropout).p: Input should be less than 1" in out.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_sweep_folder_may_be_extended_but_never_mixed():
-    grid = Grid([("defenses.0.strength", [0.5])], "noise", ['defenses=[{name="noise"}]'])
+    grid = Grid([("defenses.0.variance", [0.5])], "noise", ['defenses=[{name="noise"}]'])
     more = Grid([("shuffler.batch_min", [4])], "batching")
     old = sweep_spec(grid_points({}, [], None, [grid]))
     assert extends(old, sweep_spec(grid_points({}, [], None, [grid, more])))  # a new grid: finished points reused

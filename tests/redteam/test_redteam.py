@@ -86,9 +86,9 @@ def _run_with_redteam(tmp: Path, sandbox: str) -> dict:
     from leakbed.simulate import simulate
 
     cfg: ExperimentConfig = tiny_config(
-        "fl.fraction_train=1.0", "attack.suite=['redteam']", f"attack.sandbox='{sandbox}'", "attack.attackers=['knn']", "seed=7"
+        "fl.fraction_train=1.0", "attack.suite=['knn', 'redteam']", f"attack.sandbox='{sandbox}'", "seed=7"
     )
-    (tmp / "config.toml").write_text(f"seed = {cfg.seed}\n")  # the frozen config, as `leakbed run` writes it
+    # simulate() freezes the config (seed at the top) into tmp/config.toml, as `leakbed run` does
     summary = simulate(cfg, "random", tmp)
     assert not summary["attackers_failed"], summary["pool"]["errors"]
     return summary

@@ -11,7 +11,7 @@ from attacks import PoolStats
 from core import telemetry
 from core.config import build_config
 from server.metrics import RunTelemetry, defense_label, observe_round
-from server.strategy import RoundLog
+from server.tap import RoundLog
 
 CATALOGUE = {
     "leakbed_attack_sandboxed", "leakbed_round", "leakbed_rounds_planned", "leakbed_run_finished",
@@ -46,7 +46,7 @@ def test_the_first_metric_says_whether_the_attack_code_ran_confined(tmp_path):
 
 
 def test_a_scrape_carries_a_runs_state_and_passes_promtool(tmp_path):
-    cfg = build_config({}, ["fl.rounds=4", 'defenses=[{name="noise", strength=0.01}]'])
+    cfg = build_config({}, ["fl.rounds=4", 'defenses=[{name="noise", variance=0.01}]'])
     tel = RunTelemetry(cfg, "chrono")
     observe_round(
         tel, 1, RoundLog(sampled=5, received=4, failed=1, rejected=1, seconds=2.5, aggregation_seconds=0.2),
@@ -116,5 +116,5 @@ def test_a_second_run_in_the_same_process_counts_from_zero():
 
 def test_defense_label_is_short_and_bounded():
     assert defense_label(build_config({})) == "none"
-    two = build_config({}, ['defenses=[{name="mm-aug"}, {name="noise", strength=0.1, fraction=0.5}]'])
+    two = build_config({}, ['defenses=[{name="mm-aug"}, {name="noise", variance=0.1, fraction=0.5}]'])
     assert defense_label(two) == "mm-aug+noise"

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
+from core.config import build_config
 from core.store import UpdateStore
+from referee.context import ScoreContext
+from referee.scorers import params_for, score_one
 from referee.seal import Sealer, TruthExists
 from referee.truth import Referee
 from server.shuffler import TRUTH_KEY, Shuffler
@@ -120,6 +123,10 @@ def test_referee_scores_predictions(tmp_path):
     store = UpdateStore(tmp_path / "store")
     classes = np.array(["a", "b", "c"])
     scores = np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]])
-    store.write_predictions("mlp", np.array(["id0", "id1", "id2", "id3"]), np.array([1, 1, 2, 2]), classes, scores)
-    m = referee.score(store, "mlp")
+    ids, rounds = np.array(["id0", "id1", "id2", "id3"]), np.array([1, 1, 2, 2])
+    store.write_result("mlp", {"ids": ids, "rounds": rounds, "classes": classes, "scores": scores})
+    cfg = build_config({})
+    ctx = ScoreContext("mlp", "mlp", params_for("mlp", None), referee, store, cfg, "random", tmp_path, {"ab": {"a", "b"}})
+    m = score_one("mlp", ctx)  # mlp's scorer: referee.score_reid, the re-identification family's
     assert m["top1"] == 0.75 and set(m["per_round"]) == {1, 2} and m["per_round"][1]["top1"] == 1.0
+    assert m["groups"]["ab"]["n_updates"] == 3 and m["groups"]["ab"]["top1"] == 2 / 3

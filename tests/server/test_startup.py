@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from server.sampling import StartupTimeout
 from server.startup import bounded_start
-from server.strategy import StartupTimeout
 
 
 class SilentGrid:

@@ -1,0 +1,29 @@
+"""Plugins by name: the objects published under a Python entry-point group, found the same way for built-in and
+third-party packages. Core knows the groups' mechanics only; what a plugin must be is its registry's business
+(``attacks.registry``, ``defenses.registry``)."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+
+class PluginError(ValueError):
+    """A plugin that cannot be found or loaded, or declares itself wrongly (one line)."""
+
+
+def published(group: str) -> list[str]:
+    """Every name published under ``group`` (nothing is imported)."""
+    return sorted({ep.name for ep in entry_points(group=group)})
+
+
+def load(group: str, name: str, kind: str) -> object:
+    """The object published as ``name`` under ``group`` (``kind``: "attack", "defense", for the messages)."""
+    found = [ep for ep in entry_points(group=group) if ep.name == name]
+    if not found:
+        raise PluginError(f"unknown {kind} {name!r}; known: {', '.join(published(group))}")
+    if len({ep.value for ep in found}) > 1:
+        raise PluginError(f"{kind} {name!r} is published twice: {', '.join(sorted({ep.value for ep in found}))}")
+    try:
+        return found[0].load()
+    except Exception as err:  # a third-party module that fails to import: name it, in one line
+        raise PluginError(f"{kind} {name!r} ({found[0].value}) failed to load: {type(err).__name__}: {err}") from None

@@ -1,0 +1,45 @@
+"""The defenses a run can use: every ``Defense`` published under the entry-point group ``leakbed.defenses``.
+
+Built-in and third-party defenses are found the same way, by name, and imported only when a run names
+one. ``params_of`` validates an entry's parameters against the defense's own model: together the
+models form the union of ``defenses`` entries, told apart by ``name``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pydantic import BaseModel
+
+from core.config import DefenseConfig
+from core.entry_points import PluginError, load, published
+from defenses.contract import Defense, Params
+
+GROUP = "leakbed.defenses"
+
+
+def names() -> list[str]:
+    """Every published defense's name (nothing is imported)."""
+    return published(GROUP)
+
+
+@functools.cache
+def defense(name: str) -> Defense:
+    """The defense published as ``name`` (an instance: defenses keep no state between calls)."""
+    cls = load(GROUP, name, "defense")
+    where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
+    if not (isinstance(cls, type) and issubclass(cls, Defense)):
+        raise PluginError(f"defense {name!r} ({where}) is not a subclass of leakbed.plugin.Defense")
+    if getattr(cls, "name", None) != name:
+        raise PluginError(f"defense {name!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
+    if not (isinstance(cls.params, type) and issubclass(cls.params, BaseModel)):
+        raise PluginError(f"defense {name!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
+    taken = sorted(set(cls.params.model_fields) & set(DefenseConfig.model_fields))
+    if taken:
+        raise PluginError(f"defense {name!r}: parameter {taken[0]!r} would shadow the defenses entry's own key")
+    return cls()
+
+
+def params_of(entry: DefenseConfig) -> Params:
+    """A ``defenses`` entry's own parameters, validated by its defense (pydantic's error on bad ones)."""
+    return defense(entry.name).params.model_validate(entry.params)

@@ -1,0 +1,42 @@
+"""The server halves of a run's defenses, handed to the server (which never imports a defense).
+
+A defense with a server half (DP-FedAvg's noise on the aggregate) wraps the curious tap's inner FedAvg
+(``Defense.wrap_strategy``), may ask for equal weights (``uniform_weights``: its noise's sensitivity assumes
+them), and reports its privacy accounting for ``metrics.json`` (``Defense.privacy``).
+"""
+
+from __future__ import annotations
+
+from flwr.serverapp.strategy import Strategy
+
+from core.adoption import adopters
+from core.config import ExperimentConfig
+from defenses.contract import ServerContext
+from defenses.registry import defense, params_of
+
+
+class ServerDefenses:
+    """``server.experiment.ServerHalves`` for one run's defenses (in config order)."""
+
+    def __init__(self, cfg: ExperimentConfig) -> None:
+        self._cfg = cfg
+        self.uniform_weights = any(defense(d.name).uniform_weights for d in cfg.defenses)
+
+    def _context(self, users: list[str], sampled: int) -> ServerContext:
+        return ServerContext(users=users, sampled=sampled, rounds=self._cfg.fl.rounds, seed=self._cfg.seed)
+
+    def wrap(self, strategy: Strategy, users: list[str], sampled: int) -> Strategy:
+        ctx = self._context(users, sampled)
+        for entry in self._cfg.defenses:
+            strategy = defense(entry.name).wrap_strategy(strategy, params_of(entry), ctx)
+        return strategy
+
+    def privacy(self, users: list[str], sampled: int, releases: int) -> list[dict]:
+        """A row per defense that accounts for its privacy (ε, δ...), its name first."""
+        ctx, rows = self._context(users, sampled), []
+        for i, entry in enumerate(self._cfg.defenses):
+            n = len(adopters(entry, i, users, self._cfg.seed))
+            row = defense(entry.name).privacy(params_of(entry), ctx, n, releases)
+            if row is not None:
+                rows.append({"defense": entry.name, **row})
+        return rows

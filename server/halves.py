@@ -1,0 +1,24 @@
+"""What the server asks of the defenses' server halves, without importing a defense.
+
+The product hands a run its ``ServerHalves`` (``leakbed.server_defenses``): the wrappers around the curious
+tap's inner FedAvg (DP-FedAvg's noise on the aggregate), whether the aggregate must weight updates equally,
+and the privacy accounting that goes into ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from flwr.serverapp.strategy import Strategy
+
+
+class ServerHalves(Protocol):
+    uniform_weights: bool
+
+    def wrap(self, strategy: Strategy, users: list[str], sampled: int) -> Strategy:
+        """``strategy`` inside every defense's server half, in config order."""
+        ...
+
+    def privacy(self, users: list[str], sampled: int, releases: int) -> list[dict]:
+        """A row per defense that accounts for its privacy after ``releases`` aggregates."""
+        ...

@@ -1,0 +1,55 @@
+"""One preflight for every entry point: a config the run cannot serve gets the same one-line refusal from
+``leakbed run``, ``leakbed deploy-local`` and ``flwr run`` (the ServerApp's main runs the preflight first), before
+anything starts or is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leakbed.cli import main
+
+TINY = ["data.synthetic.users=4", "data.synthetic.examples_per_user=40", "fl.rounds=1", 'split.priors=["random"]']
+CASES = [
+    ('defenses=[{name="vocab", tokens=100}]', "defenses.0: vocab needs token data (text); corpus synthetic has none"),
+    ("attack.suite=['knn', 'nope']", "attack.suite: unknown attack 'nope'; known: "),
+    ("attack.params.knn.k=0", "attack.params.knn.k: Input should be greater than or equal to 1"),
+    ('defenses=[{name="noise", strength=1}]', "defenses.0 (noise).strength: Extra inputs are not permitted"),
+    ("attack.suite=['membership']", "attack.suite: 'membership' needs text data; data.source 'synthetic' (synthetic) is image"),
+    ("data.source='leaf' data.path='/no/such/folder'", "/no/such/folder"),
+]
+
+
+def _sets(case: str) -> list[str]:
+    from core.config import split_overrides
+
+    return [*TINY, *split_overrides(case)]
+
+
+@pytest.mark.parametrize(("case", "message"), CASES)
+@pytest.mark.parametrize("command", ["run", "deploy-local"])
+def test_the_cli_refuses_in_one_line_before_anything_starts(tmp_path, capsys, command, case, message):
+    out = tmp_path / "out"
+    code = main([command, *[a for s in _sets(case) for a in ("--set", s)], "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("leakbed: error: ") and err.count("\n") == 1, err
+    assert message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_flwr_run_refuses_in_the_same_line_and_writes_nothing(tmp_path: Path):
+    """``flwr run`` against a simulation SuperLink: the run's log holds the refusal as one line (no traceback), the
+    run ends, and its out-dir is never created."""
+    from leakbed.simulate import SimulationLink
+
+    with SimulationLink(tmp_path / "logs") as link:
+        for n, (case, message) in enumerate(CASES):
+            out, log = tmp_path / f"out-{n}", tmp_path / f"flwr-{n}.log"
+            link.submit({"set": " ".join(_sets(case)), "out-dir": str(out)}, {"num-supernodes": 4}, log)
+            lines = log.read_text(errors="replace").splitlines()
+            refusals = [line for line in lines if "leakbed: error: " in line]
+            assert len(refusals) == 1 and message in refusals[0], lines[-20:]
+            assert not any(line.startswith("Traceback") for line in lines), lines
+            assert not out.exists()
