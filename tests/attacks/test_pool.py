@@ -224,8 +224,8 @@ def _kill_when_busy(pool: AttackPool, restarts: int, busy_seconds: float = 1.0) 
 
     log = pool.local[0].log_path
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not log.exists() or log.read_text().count("listening on") <= restarts):
-        time.sleep(0.05)  # started (its imports cost CPU too) and serving: the task is next
+    while time.monotonic() < deadline and (not log.exists() or log.read_text().count("warmed up") <= restarts):
+        time.sleep(0.05)  # serving and warmed up (its imports cost CPU too, a loaded machine stretches them): the task is next
     pid = _inner_worker(pool)
     start = _cpu_seconds(pid)
     deadline = time.monotonic() + 120
@@ -242,7 +242,9 @@ def test_a_task_that_kills_its_sandboxed_worker_twice_fails_with_the_cause_and_t
     knowledge, arrays, keys = _knowledge()
     dim = sum(arrays[k].size for k in keys)
     store_root = str(tmp_path / "store")
-    pool = AttackPool(knowledge, store_root, workers=1, queue_size=8, submit_timeout=30, run_id="r", sandbox=Limits())
+    pool = AttackPool(
+        knowledge, store_root, workers=1, queue_size=8, submit_timeout=30, run_id="r", sandbox=Limits(), warm=True
+    )  # warm: it logs when its imports are done, so the kill lands on the task's CPU, not the imports'
     try:
         assert pool.sandboxed
         pool.submit_round(RoundSnapshot(1, arrays, {**TRAIN, "epochs": 400}))  # long shadow training: seconds of CPU
