@@ -60,6 +60,7 @@ quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
 GOALS = {"steady_round_s": 1.10, "whole_s": 1.2, "memory": 1.25}  # issue 14.4: leakbed / plain at most
 
+
 class CpuMarks(RoundMarks):
     """Round marks that also snapshot the CPU seconds of every process in this tree at each mark."""
 
@@ -84,6 +85,8 @@ POOL_KEYS = ("tapped", "analysed", "dropped", "failed", "rounds_submitted", "rou
 def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, out: Path, interval: tuple[float, float]) -> dict:
     """One plain-Flower run (``benchmarks.plain_app``) on a simulation SuperLink of its own."""
     import threading
+
+    import numpy as np
 
     from core.config import dump_config
     from core.data import federation
@@ -119,7 +122,10 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, out: Path
         if r["replies"] != r["sent"] or r["errors"]:
             problems.append(f"round {i}: {r['sent']} sent, {r['replies']} replies, {r['errors']} errors")
     rounds = cfg.fl.rounds
+    with np.load(out / "initial.npz") as z:
+        initial = {k: z[k] for k in z.files}
     return {
+        "initial": initial,
         "fl_s": report["fl_seconds"],
         "fit_s": None,
         **marks.split(rounds),
@@ -147,6 +153,7 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     """One leakbed run into the run folder ``out`` (see ``core.layout``), on a simulation SuperLink of its own."""
     from core.data import federation
     from core.layout import RunLayout
+    from core.store import UpdateStore
     from leakbed.simulate import SimulationLink, simulate
 
     marks = CpuMarks()
@@ -173,6 +180,7 @@ def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[flo
     main_end = (layout.results(rule) / "metrics.json").stat().st_mtime  # run_federation writes it last
     ordered = [logs[str(r)] for r in sorted(int(k) for k in logs)]
     return {
+        "initial": UpdateStore(layout.store(rule)).read_global(1),  # the model round 1 sent: the initial one
         "fl_s": summary["fl_seconds"],
         "fit_s": summary["attack_fit_seconds"],
         **marks.split(cfg.fl.rounds),
@@ -411,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\n== RSS at the peak by process [MiB] (last run; RSS counts shared pages once per process)")
             print(table(["", "plain", "leakbed"], mem_rows))
 
-        same_init: list[bool] = []  # both ServerApps seed torch with the config's seed before building the model
+        # both ServerApps seed torch with the config's seed before building the model: the same initial weights
+        pairs = zip(runs.get("plain", []), runs.get("leakbed", []), strict=False)  # a failed run leaves one side short
+        same_init = [_same_initial(p.get("initial"), q.get("initial")) for p, q in pairs]
         for i, res in enumerate(runs.get("leakbed", []), 1):
             pool = res["pool"]
             print(

@@ -5,7 +5,8 @@ min_available_nodes = users), the same initial model (seeded as ``server.run_par
 same ClientApp and round config (``client.app:app`` needs the device plan to find its user's data), and, unless
 the run config's ``set`` is ``no-evaluate``, the same centralised utility evaluation after every round. No tap,
 shuffler, attack pool or referee. It reports each round through the progress file ``leakbed.simulate`` follows and
-writes ``plain.json`` (FL time, per-round counts, aggregation and evaluation seconds) into ``out-dir``.
+writes ``plain.json`` (FL time, per-round counts, aggregation and evaluation seconds) and its initial weights
+(``initial.npz``, for the same-initial-model check) into ``out-dir``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord
 from flwr.serverapp import Grid, ServerApp
@@ -101,6 +103,7 @@ def main(grid: Grid, context: Context) -> None:
     strategy.aggregation = []
     counting = CountingGrid(grid)
     initial = ArrayRecord(model.state_dict())
+    np.savez(out / "initial.npz", **{k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
     t0 = time.perf_counter()
     result = strategy.start(
         grid=counting,
