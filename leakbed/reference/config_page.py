@@ -1,0 +1,28 @@
+"""The configuration reference: every option of ``core.config.ExperimentConfig`` from its pydantic fields."""
+
+from __future__ import annotations
+
+from core.config import ExperimentConfig
+from leakbed.reference.fields import rows, table
+
+INTRO = """# Configuration
+
+One TOML file (or `--set KEY=VALUE` overrides) describes a run; `leakbed validate CONFIG` prints the
+frozen form a run writes into its `config.toml`. Every option below has a default, a unit and a bound;
+a value outside them stops the run before anything starts, with one line naming the field (exit 2).
+
+Each attack's parameters live in a table `[attack.params.<name>]`, each defense's beside its `name` in
+`[[defenses]]`: they are defined by the plugin, and listed in the [catalog](catalog.md).
+
+*Generated from `core/config.py` by `leakbed/reference/config_page.py`.*
+"""
+
+
+def page() -> str:
+    sections: dict[str, list] = {}
+    for row in rows(ExperimentConfig):
+        sections.setdefault(row.key.split(".")[0] if "." in row.key else "run", []).append(row)
+    parts = [INTRO]
+    for section, found in sections.items():
+        parts += [f"## `{section}`" if section != "run" else "## The run", "", table(found), ""]
+    return "\n".join(parts)

@@ -1,0 +1,77 @@
+"""Run a tutorial's commands as a reader would: every fenced block that a ``<!-- run -->`` comment
+precedes, in order, in one working folder where ``.venv``, ``configs`` and ``examples`` are the
+repository's. ``<!-- small: ARGS -->`` appends ARGS to every ``leakbed run``/``sweep``/``deploy-local``
+line, so the tutorial's own commands run at a small scale."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+BLOCK = re.compile(r"<!-- run -->\s*\n```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)\n```", re.S)
+SMALL = re.compile(r"<!-- small: (?P<args>.*?) -->")
+SCALED = re.compile(r"^(?P<cmd>\S*leakbed (?:run|sweep|deploy-local)\b.*?)(?P<cont>\\?)$")
+LINKED = (".venv", "configs", "examples", "scripts")
+# The example plugin is installed once per machine by the ``example_plugin`` fixture (under its lock: a second
+# install would uninstall it under the feet of tests running beside); the tutorial's install line checks it is there.
+INSTALLED = {".venv/bin/pip install examples/leakbed-example-plugin": ".venv/bin/pip show -q leakbed-example-plugin"}
+
+
+@dataclass(frozen=True)
+class Step:
+    lang: str
+    code: str
+
+
+def steps(page: Path) -> tuple[list[Step], str]:
+    """The runnable blocks of a tutorial and its small-scale arguments."""
+    text = page.read_text(encoding="utf-8")
+    small = SMALL.search(text)
+    return [Step(m["lang"], m["code"]) for m in BLOCK.finditer(text)], small["args"] if small else ""
+
+
+def scaled(code: str, small: str) -> str:
+    """``code`` with ``small`` appended to each leakbed run/sweep/deploy-local command (after its last line)."""
+    if not small:
+        return code
+    out, pending = [], False
+    for line in code.splitlines():
+        starts = bool(SCALED.match(line.strip()))
+        pending = pending or starts
+        if pending and not line.rstrip().endswith("\\"):
+            line = f"{line} {small}"
+            pending = False
+        out.append(line)
+    return "\n".join(out)
+
+
+def workdir(tmp: Path) -> Path:
+    for name in LINKED:
+        (tmp / name).symlink_to(REPO / name)
+    return tmp
+
+
+def run(page: Path, tmp: Path, timeout: float = 900) -> list[str]:
+    """Run every step of ``page`` in ``tmp``; the outputs, or an AssertionError naming the failing block."""
+    found, small = steps(page)
+    assert found, f"{page.name} has no <!-- run --> block"
+    here = workdir(tmp)
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(REPO)}
+    outputs = []
+    for i, step in enumerate(found, 1):
+        code = scaled(step.code, small)
+        for line, check in INSTALLED.items():
+            code = code.replace(line, check)
+        argv = ["bash", "-euo", "pipefail", "-c", code] if step.lang == "bash" else [sys.executable, "-c", code]
+        done = subprocess.run(
+            argv, cwd=here, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        )
+        assert done.returncode == 0, f"{page.name} block {i} failed ({done.returncode}):\n{code}\n{done.stdout[-6000:]}"
+        outputs.append(done.stdout)
+    return outputs
