@@ -12,10 +12,9 @@ import functools
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from attacks.contract import Attack, Params, ReidAttack, Setting
-from core.entry_points import PluginError, load, published
+from core.entry_points import PluginError, load_declared, published
 
 GROUP = "leakbed.attacks"
 
@@ -28,20 +27,10 @@ def names() -> list[str]:
 @functools.cache
 def attack(name: str) -> type[Attack]:
     """The attack published as ``name``; PluginError when none is, or it is not a well-formed ``Attack``."""
-    cls = load(GROUP, name, "attack")
-    _check_declaration(name, cls, f"{cls.__module__}:{getattr(cls, '__qualname__', cls)}")
-    return cls  # type: ignore[return-value]
-
-
-def _check_declaration(name: str, cls: object, where: str) -> None:
-    if not (isinstance(cls, type) and issubclass(cls, Attack)):
-        raise PluginError(f"attack {name!r} ({where}) is not a subclass of leakbed.plugin.Attack")
-    if getattr(cls, "name", None) != name:
-        raise PluginError(f"attack {name!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
-    if not (isinstance(cls.params, type) and issubclass(cls.params, BaseModel)):
-        raise PluginError(f"attack {name!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
+    cls = load_declared(GROUP, name, "attack", Attack)
     if ":" not in cls.scorer:
         raise PluginError(f"attack {name!r}: scorer must name its scoring function as 'module:function'")
+    return cls  # type: ignore[return-value]
 
 
 def params_of(name: str, table: dict[str, Any] | None) -> Params:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
+from pydantic import BaseModel
+
 
 class PluginError(ValueError):
     """A plugin that cannot be found or loaded, or declares itself wrongly (one line)."""
@@ -27,3 +29,19 @@ def load(group: str, name: str, kind: str) -> object:
         return found[0].load()
     except Exception as err:  # a third-party module that fails to import: name it, in one line
         raise PluginError(f"{kind} {name!r} ({found[0].value}) failed to load: {type(err).__name__}: {err}") from None
+
+
+def load_declared(group: str, name: str, kind: str, base: type) -> type:
+    """The class published as ``name``, checked to be what its registry expects: a subclass of ``base`` (the
+    contract, named ``leakbed.plugin.<base>`` in the message), declaring that ``name``, with a pydantic ``params``
+    model."""
+    cls = load(group, name, kind)
+    where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise PluginError(f"{kind} {name!r} ({where}) is not a subclass of leakbed.plugin.{base.__name__}")
+    if getattr(cls, "name", None) != name:
+        raise PluginError(f"{kind} {name!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
+    params = getattr(cls, "params", None)
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise PluginError(f"{kind} {name!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
+    return cls

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import functools
 
-from pydantic import BaseModel
-
 from core.config import DefenseConfig
-from core.entry_points import PluginError, load, published
+from core.entry_points import PluginError, load_declared, published
 from defenses.contract import Defense, Params
 
 GROUP = "leakbed.defenses"
@@ -26,14 +24,7 @@ def names() -> list[str]:
 @functools.cache
 def defense(name: str) -> Defense:
     """The defense published as ``name`` (an instance: defenses keep no state between calls)."""
-    cls = load(GROUP, name, "defense")
-    where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
-    if not (isinstance(cls, type) and issubclass(cls, Defense)):
-        raise PluginError(f"defense {name!r} ({where}) is not a subclass of leakbed.plugin.Defense")
-    if getattr(cls, "name", None) != name:
-        raise PluginError(f"defense {name!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
-    if not (isinstance(cls.params, type) and issubclass(cls.params, BaseModel)):
-        raise PluginError(f"defense {name!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
+    cls = load_declared(GROUP, name, "defense", Defense)
     taken = sorted(set(cls.params.model_fields) & set(DefenseConfig.model_fields))
     if taken:
         raise PluginError(f"defense {name!r}: parameter {taken[0]!r} would shadow the defenses entry's own key")

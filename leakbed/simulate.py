@@ -89,9 +89,13 @@ def _bin(name: str) -> str:
 
 
 def toml_string(value: str) -> str:
-    """A ``--run-config`` value: a TOML literal string, so nothing inside is escaped (flwr's parser splits on
-    spaces outside quotes and takes no escaped quote); a basic string when the value holds a single quote."""
-    return f"'{value}'" if "'" not in value else json.dumps(value)
+    """A ``--run-config`` value, quoted with the quote it does not hold: flwr's parser splits on spaces outside
+    quotes and takes no escaped quote, so a value holding both kinds cannot be passed (ValueError, one line)."""
+    if "'" not in value:
+        return f"'{value}'"  # a TOML literal string: nothing inside is escaped
+    if '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    raise ValueError(f"a --run-config value holds both quote kinds (or a backslash), which flwr cannot parse: {value}")
 
 
 def _healthy(port: int) -> bool:
