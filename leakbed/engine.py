@@ -87,9 +87,19 @@ def compose_binary() -> tuple[str, ...] | None:
     return (found,) if found else None
 
 
+def _docker_server_is_podman(cli: str) -> bool:
+    """Whether the ``docker`` CLI reaches Podman's Docker API (``DOCKER_HOST`` set to a Podman socket): compose
+    then needs what Podman needs (the seccomp profile by path), so leakbed treats it as Podman."""
+    names = "{{range .Server.Components}}{{.Name}} {{end}}"
+    out = subprocess.run([cli, "version", "--format", names], capture_output=True, text=True, check=False).stdout
+    return "Podman" in out
+
+
 def _docker() -> Engine | None:
     cli = shutil.which("docker")
     if not cli or subprocess.run([cli, "info"], capture_output=True, check=False).returncode != 0:
+        return None
+    if _docker_server_is_podman(cli):
         return None
     plugin = subprocess.run([cli, "compose", "version"], capture_output=True, check=False).returncode == 0
     compose = (cli, "compose") if plugin else compose_binary()
