@@ -8,7 +8,9 @@ produced it; a page marks where a table goes with ``<!-- generated: <name> -->``
     python -m leakbed.reference.results summarize sweep SWEEP_DIR --name NAME --command "leakbed sweep ..."
     python -m leakbed.reference.results summarize suite RUN_DIR --name NAME --command "leakbed run ..."
     python -m leakbed.reference.results summarize property RUN_DIR --name NAME --label LABEL --command "leakbed run ..."
-    python -m leakbed.reference.results summarize participant RUN_DIR --name NAME --command "leakbed run ..."
+    python -m leakbed.reference.results summarize participant RUN_DIR --name NAME [--label LABEL] --command "..."
+    python -m leakbed.reference.results summarize membership RUN_DIR --name NAME --label LABEL --command "leakbed run ..."
+    python -m leakbed.reference.results summarize pixel-sweep SWEEP_DIR --name NAME --command "leakbed sweep ..."
     python -m leakbed.reference.results summarize metadata RUN_OR_SWEEP_DIR --name NAME --label LABEL --command "..."
     python -m leakbed.reference.results write          # rewrite every generated table of docs/ and README.md
 
@@ -47,6 +49,22 @@ def summarize_sweep(sweep_dir: Path, command: str) -> dict:
     keep = ("point", "defense", "prior", "utility", "utility_norm", "epsilon", "mlp_x_chance", "svm_x_chance", "knn_x_chance")
     rows = json.loads((sweep_dir / "tradeoff.json").read_text())
     return {"kind": "sweep", "command": command, "rows": [{k: r.get(k) for k in keep} for r in rows]}
+
+
+PIXEL_FIELDS = ("recovered", "recovered_chance", "psnr", "psnr_chance", "label_accuracy", "label_chance", "x_chance")
+
+
+def summarize_pixel_sweep(sweep_dir: Path, command: str) -> dict:
+    """A finished ``leakbed sweep`` against pixel reconstruction attacks: per point and suite attack that recovers
+    images, images recovered and mean PSNR beside the attacker's prior images, labels, × chance; utility and ε."""
+    rows = []
+    for r in json.loads((sweep_dir / "tradeoff.json").read_text()):
+        suite = json.loads((sweep_dir / r["point"] / r["prior"] / "metrics.json").read_text())["suite"]
+        for attack, scores in suite.items():
+            if isinstance(scores, dict) and "recovered" in scores:
+                keep = {k: r.get(k) for k in ("point", "utility", "utility_norm", "epsilon")}
+                rows.append({**keep, "attack": attack, **{k: scores.get(k) for k in PIXEL_FIELDS}})
+    return {"kind": "pixel-sweep", "command": command, "rows": rows}
 
 
 SUITE_FIELDS = {  # what the further-attacks table shows of each attack's scores
@@ -143,15 +161,27 @@ def summarize_property(run_dir: Path, command: str, label: str) -> dict:
     return {"kind": "property", "command": command, "rows": rows}
 
 
-def summarize_participant(run_dir: Path, command: str) -> dict:
+def summarize_participant(run_dir: Path, command: str, label: str | None = None) -> dict:
     """The adversarial participant's active property attack of a finished run (``configs/active-property.toml``):
-    its α, the rounds it observed and how many held the property, ROC AUC and mean scores with and without."""
+    its α, the rounds it observed and how many held the property, ROC AUC and mean scores with and without.
+    ``label`` names the run in its table (a column shown only when some summary of the table has one)."""
     rows = []
     for path in sorted(run_dir.glob("*/metrics.json")):
         for name, a in json.loads(path.read_text())["participant_attacks"].items():
             keep = ("alpha", "observations", "positive_rounds", "auc", "mean_score_with", "mean_score_without")
             rows.append({"attack": name, **{k: a.get(k) for k in keep}})
-    return {"kind": "participant", "command": command, "rows": rows}
+    return {"kind": "participant", "command": command, "rows": rows} | ({"label": label} if label else {})
+
+
+def summarize_membership(run_dir: Path, command: str, label: str) -> dict:
+    """The embedding-layer membership attack of a finished run (``configs/membership.toml``): records per update,
+    precision and recall on as many hold-out records as members."""
+    rows = []
+    for path in sorted(run_dir.glob("*/metrics.json")):
+        m = json.loads(path.read_text())["suite"]["membership"]
+        keep = ("batch_records", "updates", "members_tested", "precision", "recall", "vocab_size")
+        rows.append({"label": label, **{k: m.get(k) for k in keep}})
+    return {"kind": "membership", "command": command, "rows": rows}
 
 
 def _pct(v: float) -> str:
@@ -319,26 +349,84 @@ def property_table(summaries: list[dict]) -> str:
 
 
 def participant_table(summaries: list[dict]) -> str:
-    """One row per run: the adversary's α (1 = honest training, a passive attacker), what it observed, its AUC."""
-    lines = [
-        "| α (main-task weight) | rounds observed (with the property) | ROC AUC | mean score with / without | seed |",
-        "|---|---|---|---|---|",
-    ]
+    """One row per run: the adversary's α (1 = honest training, a passive attacker), what it observed, its AUC;
+    the run's label first when the summaries have one."""
+    labelled = any("label" in s for s in summaries)
+    head = "| α (main-task weight) | rounds observed (with the property) | ROC AUC | mean score with / without | seed |"
+    lines = [("| run " if labelled else "") + head, "|---|---|---|---|---|" + ("---|" if labelled else "")]
     seed = "AUC rises with the property loss's weight (002 Fig. 7.6a, FaceScrub)"
     for summary in summaries:
         for r in summary["rows"]:
             scores = f"{_f2(r['mean_score_with'])} / {_f2(r['mean_score_without'])}"
+            run = f"| {summary.get('label', '—')} " if labelled else ""
             lines.append(
-                f"| {r['alpha']:g} | {r['observations']} ({r['positive_rounds']}) | {_f2(r['auc'])} | {scores} | {seed} |"
+                f"{run}| {r['alpha']:g} | {r['observations']} ({r['positive_rounds']}) | {_f2(r['auc'])} | {scores} | {seed} |"
             )
     return "\n".join(lines)
 
 
-RENDER: dict[str, Callable[[dict], str]] = {"run": run_table, "sweep": sweep_table, "suite": suite_table}
+def _precision(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def membership_table(summaries: list[dict]) -> str:
+    """One row per run: records per update, precision (recall) on a balanced query set; the seed's Table 7.2."""
+    head = "| run | records per update | updates | precision | recall | seed 002 Table 7.2 (Yelp-health) |"
+    lines = [head, "|---|---|---|---|---|---|"]
+    seed = "batch 32 / 64 / 128 / 256 / 512: 0.92 / 0.84 / 0.75 / 0.66 / 0.62"
+    for summary in summaries:
+        for r in summary["rows"]:
+            lines.append(
+                f"| {r['label']} | {r['batch_records']} | {r['updates']} | {_precision(r['precision'])} "
+                f"| {_precision(r['recall'])} | {seed} |"
+            )
+    return "\n".join(lines)
+
+
+def _pixel(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.0f}"
+
+
+def pixel_sweep_table(summary: dict) -> str:
+    """One row per sweep point and pixel attack: images recovered and PSNR beside prior images (the chance level),
+    labels, × chance (add-one), utility, ε."""
+    lines = [
+        "| point | attack | utility (÷ undefended) | ε | images recovered % (prior images) | mean PSNR dB (prior images) "
+        "| labels % (chance) | × chance |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["rows"]:
+        eps = "—" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
+        lines.append(
+            f"| {r['point']} | {r['attack']} | {r['utility']:.3f} ({r['utility_norm']:.2f}) | {eps} "
+            f"| {_pixel(r['recovered'])} ({_pixel(r['recovered_chance'])}) | {r['psnr']:.1f} ({r['psnr_chance']:.1f}) "
+            f"| {_pixel(r['label_accuracy'])} ({_pixel(r['label_chance'])}) | {r['x_chance']:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+RENDER: dict[str, Callable[[dict], str]] = {
+    "run": run_table,
+    "sweep": sweep_table,
+    "suite": suite_table,
+    "pixel-sweep": pixel_sweep_table,
+}
 RENDER_MANY: dict[str, Callable[[list[dict]], str]] = {
     "metadata": metadata_table,
     "property": property_table,
     "participant": participant_table,
+    "membership": membership_table,
+}
+SUMMARIZE: dict[str, Callable[[Path, str], dict]] = {
+    "run": summarize_run,
+    "sweep": summarize_sweep,
+    "suite": summarize_suite,
+    "pixel-sweep": summarize_pixel_sweep,
+}
+SUMMARIZE_LABELLED: dict[str, Callable[[Path, str, str], dict]] = {  # kinds whose rows name their run
+    "metadata": summarize_metadata,
+    "property": summarize_property,
+    "membership": summarize_membership,
 }
 
 
@@ -376,21 +464,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m leakbed.reference.results", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="action", required=True)
     s = sub.add_parser("summarize", help="write docs/results/data/NAME.json from a finished run or sweep folder")
-    s.add_argument("kind", choices=["run", "sweep", "suite", "metadata", "property", "participant"])
+    s.add_argument("kind", choices=[*SUMMARIZE, *SUMMARIZE_LABELLED, "participant"])
     s.add_argument("folder", type=Path)
     s.add_argument("--name", required=True)
     s.add_argument("--command", required=True, help="the command that produced the folder")
-    s.add_argument("--label", help="metadata, property: the run's name in its table (default: the folder's name)")
+    s.add_argument("--label", help="metadata, property, membership, participant: the run's name in its table")
     sub.add_parser("write", help="rewrite every generated table of the docs from its summary")
     args = p.parse_args(argv)
     if args.action == "summarize":
-        labelled = {"metadata": summarize_metadata, "property": summarize_property}  # summary kinds with a row label
-        if args.kind in labelled:
-            summary = labelled[args.kind](args.folder, args.command, args.label or args.folder.name)
+        if args.kind in SUMMARIZE_LABELLED:
+            summary = SUMMARIZE_LABELLED[args.kind](args.folder, args.command, args.label or args.folder.name)
+        elif args.kind == "participant":
+            summary = summarize_participant(args.folder, args.command, args.label)
         else:
-            kinds = {"run": summarize_run, "sweep": summarize_sweep, "suite": summarize_suite}
-            make = {**kinds, "participant": summarize_participant}[args.kind]
-            summary = make(args.folder, args.command)
+            summary = SUMMARIZE[args.kind](args.folder, args.command)
         DATA.mkdir(parents=True, exist_ok=True)
         (DATA / f"{args.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"written: docs/results/data/{args.name}.json")

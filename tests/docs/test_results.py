@@ -99,3 +99,13 @@ def test_the_metadata_sweeps_say_what_the_metadata_page_says() -> None:
     last = femnist["batching"]  # the first "batching" row is k = 40; the last one, k = 80, wins the dict
     assert last["label"] == "batching.batch_min=80" and last["intersection"]["perfect_linking"] < 1.5
     assert last["linkage"]["w"] < 1.5  # batching breaks Δw linkage on FEMNIST
+
+
+def test_the_fedavg_inversion_sweep_says_what_the_reach_map_page_says() -> None:
+    rows = {r["point"]: r for r in json.loads((results.DATA / "sweep-fedavg-inversion.json").read_text())["rows"]}
+    base, weak, strong = rows["baseline"], rows["dp-fedavg.noise_multiplier=0.1"], rows["dp-fedavg.noise_multiplier=1.0"]
+    assert base["recovered"] >= 0.9 and base["recovered"] > base["recovered_chance"] + 0.5  # undefended: most images
+    assert weak["recovered"] >= 0.5 and weak["epsilon"] > 100  # weak DP leaves most of them
+    assert strong["recovered"] == 0 and strong["epsilon"] < 10 and strong["psnr"] < strong["psnr_chance"]
+    assert rows["noise.variance=1e-06"]["recovered"] == 0 and rows["noise.variance=1e-06"]["utility_norm"] > 0.95
+    assert all(r["label_accuracy"] >= 0.95 > max(r["label_chance"] for r in rows.values()) for r in rows.values())
