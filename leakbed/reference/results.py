@@ -179,7 +179,7 @@ def summarize_membership(run_dir: Path, command: str, label: str) -> dict:
     rows = []
     for path in sorted(run_dir.glob("*/metrics.json")):
         m = json.loads(path.read_text())["suite"]["membership"]
-        keep = ("batch_records", "updates", "members_tested", "precision", "recall", "vocab_size")
+        keep = ("batch_records", "updates", "members_tested", "precision", "recall", "vocab_size", "vocab_per_update")
         rows.append({"label": label, **{k: m.get(k) for k in keep}})
     return {"kind": "membership", "command": command, "rows": rows}
 
@@ -370,14 +370,19 @@ def _precision(v: float | None) -> str:
 
 
 def membership_table(summaries: list[dict]) -> str:
-    """One row per run: records per update, precision (recall) on a balanced query set; the seed's Table 7.2."""
-    head = "| run | records per update | updates | precision | recall | seed 002 Table 7.2 (Yelp-health) |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    """One row per run: records per update, the distinct tokens an update reveals out of the vocabulary, precision
+    (recall) on a balanced query set; the seed's Table 7.2."""
+    head = (
+        "| run | records per update | updates | tokens per update / vocabulary | precision | recall "
+        "| seed 002 Table 7.2 (Yelp-health) |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|"]
     seed = "batch 32 / 64 / 128 / 256 / 512: 0.92 / 0.84 / 0.75 / 0.66 / 0.62"
     for summary in summaries:
         for r in summary["rows"]:
             lines.append(
-                f"| {r['label']} | {r['batch_records']} | {r['updates']} | {_precision(r['precision'])} "
+                f"| {r['label']} | {r['batch_records']} | {r['updates']} | {r['vocab_per_update']:.0f} / {r['vocab_size']} "
+                f"| {_precision(r['precision'])} "
                 f"| {_precision(r['recall'])} | {seed} |"
             )
     return "\n".join(lines)

@@ -109,3 +109,44 @@ def test_the_fedavg_inversion_sweep_says_what_the_reach_map_page_says() -> None:
     assert strong["recovered"] == 0 and strong["epsilon"] < 10 and strong["psnr"] < strong["psnr_chance"]
     assert rows["noise.variance=1e-06"]["recovered"] == 0 and rows["noise.variance=1e-06"]["utility_norm"] > 0.95
     assert all(r["label_accuracy"] >= 0.95 > max(r["label_chance"] for r in rows.values()) for r in rows.values())
+
+
+def test_the_femnist_participant_tables_say_what_the_page_says() -> None:
+    def auc(name: str) -> float:
+        return json.loads((results.DATA / f"{name}.json").read_text())["rows"][0]["auc"]
+
+    alphas, seeds = ("1.0", "0.5", "0.2"), (5, 6, 7)
+    means = [sum(auc(f"femnist-active-{a}-s{s}") for s in seeds) / 3 for a in alphas]
+    assert [round(m, 2) for m in means] == [0.68, 0.73, 0.79]  # quoted on the page; rising with the property's weight
+    assert all(auc(f"femnist-active-0.2-s{s}") > auc(f"femnist-active-1.0-s{s}") for s in seeds)
+    assert all(auc(f"femnist-active-own-{a}") == 0.5 for a in ("1.0", "0.5"))  # its own hand: at chance
+    table = results.render("femnist-active-own-1.0,femnist-active-own-0.5")
+    assert table.count("| FEMNIST, its own handwriting as auxiliary data, seed 5 |") == 2  # labelled runs get a column
+
+
+def test_the_membership_table_says_what_its_page_says() -> None:
+    def row(name: str) -> dict:
+        return json.loads((results.DATA / f"membership-{name}.json").read_text())["rows"][0]
+
+    words = [row(f"words-b{b}") for b in (1, 4, 16, 32)]
+    assert all(r["recall"] == 1.0 and r["precision"] > 0.95 for r in words)  # near 1 up to a batch of 32
+    assert 140 < words[-1]["vocab_per_update"] < 180 and words[-1]["vocab_size"] == 5000  # "about 160 of 5000"
+    chars = row("chars-b16")
+    assert chars["recall"] == 1.0 and round(chars["precision"], 2) == 0.67 and chars["vocab_size"] == 82
+
+
+def test_the_femnist_property_seeds_say_what_the_page_says() -> None:
+    names = ("femnist-property", "femnist-property-seed1", "femnist-property-seed2")
+    rows = [json.loads((results.DATA / f"{n}.json").read_text())["rows"][0] for n in names]
+    for r in rows:
+        assert 0.795 <= min(r["auc"], r["auc_other"]) and max(r["auc"], r["auc_other"]) < 0.915  # "0.80-0.91"
+        shares = r["by_share"]
+        for k in ("auc", "auc_other"):
+            assert 0.415 <= float(shares[0][k]) < 0.515 and 0.875 <= float(shares[-1][k]) < 0.995  # Figure 7.4
+
+
+def test_the_when_and_femnist_secagg_rows_say_what_the_page_says() -> None:
+    (when,) = json.loads((results.DATA / "when.json").read_text())["rows"]
+    assert abs(when["auc"] - 0.5) < 0.05 and when["auc_other"] > 0.99  # forest at chance, logistic 1.00
+    (femnist,) = json.loads((results.DATA / "femnist-secagg.json").read_text())["rows"]
+    assert femnist["kind"] == "aggregates" and max(abs(femnist[k] - 0.5) for k in ("auc", "auc_other")) < 0.1  # chance
