@@ -150,3 +150,19 @@ def test_the_when_and_femnist_secagg_rows_say_what_the_page_says() -> None:
     assert abs(when["auc"] - 0.5) < 0.05 and when["auc_other"] > 0.99  # forest at chance, logistic 1.00
     (femnist,) = json.loads((results.DATA / "femnist-secagg.json").read_text())["rows"]
     assert femnist["kind"] == "aggregates" and max(abs(femnist[k] - 0.5) for k in ("auc", "auc_other")) < 0.1  # chance
+
+
+def test_the_femnist_sweep_says_what_the_defenses_page_says() -> None:
+    rows = {r["point"]: r for r in json.loads((results.DATA / "sweep-femnist.json").read_text())["rows"]}
+    base = rows["baseline"]
+    assert base["mlp_x_chance"] > 2.5 and base["svm_x_chance"] > 3.5 and round(base["utility"], 2) == 0.35
+    for aug in ("rand-aug", "mm-aug"):  # more utility, a third to a half less re-identification at alpha 2
+        r = rows[f"{aug}.alpha=2.0"]
+        assert r["utility_norm"] > 1.2
+        assert all(0.45 < r[f"{a}_x_chance"] / base[f"{a}_x_chance"] < 0.7 for a in ("mlp", "svm", "knn")), r
+    assert max(rows["bkg-repl.alpha=1.0"][f"{a}_x_chance"] for a in ("mlp", "svm", "knn")) < 1.1  # chance
+    assert max(rows["noise.variance=0.01"][f"{a}_x_chance"] for a in ("mlp", "svm", "knn")) < 1.2
+    for z in ("0.0", "0.5", "2.0"):  # DP-FedAvg keeps re-identification, the clip costs the utility
+        r = rows[f"dp-fedavg.noise_multiplier={z}"]
+        assert r["mlp_x_chance"] >= 1.95 and r["svm_x_chance"] >= 2.65 and r["utility_norm"] < 0.3
+    assert all(abs(rows[p]["svm_x_chance"] - base["svm_x_chance"]) < 1.2 for p in rows if p.startswith("batching"))
