@@ -476,13 +476,30 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--label", help="metadata, property, membership, participant: the run's name in its table")
     sub.add_parser("write", help="rewrite every generated table of the docs from its summary")
     args = p.parse_args(argv)
+    try:
+        return _act(args)
+    except (OSError, KeyError, ValueError) as err:  # a folder that is not a finished run of that kind, a bad region
+        print(f"python -m leakbed.reference.results: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+
+
+def _summary(args: argparse.Namespace) -> dict:
+    if not args.folder.is_dir():
+        raise ValueError(f"{args.folder}: no such folder")
+    if args.kind in SUMMARIZE_LABELLED:
+        summary = SUMMARIZE_LABELLED[args.kind](args.folder, args.command, args.label or args.folder.name)
+    elif args.kind == "participant":
+        summary = summarize_participant(args.folder, args.command, args.label)
+    else:
+        summary = SUMMARIZE[args.kind](args.folder, args.command)
+    if not summary.get("rows", summary.get("priors")):
+        raise ValueError(f"{args.folder}: no finished {args.kind} results in it")
+    return summary
+
+
+def _act(args: argparse.Namespace) -> int:
     if args.action == "summarize":
-        if args.kind in SUMMARIZE_LABELLED:
-            summary = SUMMARIZE_LABELLED[args.kind](args.folder, args.command, args.label or args.folder.name)
-        elif args.kind == "participant":
-            summary = summarize_participant(args.folder, args.command, args.label)
-        else:
-            summary = SUMMARIZE[args.kind](args.folder, args.command)
+        summary = _summary(args)
         DATA.mkdir(parents=True, exist_ok=True)
         (DATA / f"{args.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"written: docs/results/data/{args.name}.json")

@@ -166,3 +166,12 @@ def test_the_femnist_sweep_says_what_the_defenses_page_says() -> None:
         r = rows[f"dp-fedavg.noise_multiplier={z}"]
         assert r["mlp_x_chance"] >= 1.95 and r["svm_x_chance"] >= 2.65 and r["utility_norm"] < 0.3
     assert all(abs(rows[p]["svm_x_chance"] - base["svm_x_chance"]) < 1.2 for p in rows if p.startswith("batching"))
+
+
+def test_a_folder_that_is_not_a_finished_run_is_refused_in_one_line(tmp_path, capsys) -> None:
+    before = sorted(results.DATA.glob("*.json"))
+    for folder in (tmp_path / "missing", tmp_path):  # no such folder; a folder without a run's metrics
+        code = results.main(["summarize", "membership", str(folder), "--name", "never-written", "--command", "leakbed run"])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert sorted(results.DATA.glob("*.json")) == before
