@@ -258,12 +258,15 @@ class AttackPool:
         if slot >= len(self.local):
             return ""
         worker = self.local[slot]
-        if worker.restarts > generation:
-            return worker.last_death
         deadline = time.monotonic() + 10.0  # the connection drops before the process is reaped (later under load)
-        while worker.proc.poll() is None and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            # restarts first: the supervisor counts a restart before it replaces ``proc`` with a live process
+            if worker.restarts > generation:
+                return worker.last_death
+            if worker.proc.poll() is not None:
+                return worker.death()
             time.sleep(0.05)
-        return worker.death() if worker.proc.poll() is not None else ""
+        return ""
 
     def _call(self, stub: pb_grpc.AttackServiceStub, task: _Task) -> pb.Ack:
         if task.kind == "round":
