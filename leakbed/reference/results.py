@@ -60,10 +60,10 @@ def summarize_pixel_sweep(sweep_dir: Path, command: str) -> dict:
     rows = []
     for r in json.loads((sweep_dir / "tradeoff.json").read_text()):
         suite = json.loads((sweep_dir / r["point"] / r["prior"] / "metrics.json").read_text())["suite"]
+        point = {k: r.get(k) for k in ("point", "utility", "utility_norm", "epsilon")}
         for attack, scores in suite.items():
             if isinstance(scores, dict) and "recovered" in scores:
-                keep = {k: r.get(k) for k in ("point", "utility", "utility_norm", "epsilon")}
-                rows.append({**keep, "attack": attack, **{k: scores.get(k) for k in PIXEL_FIELDS}})
+                rows.append({**point, "attack": attack, **{k: scores.get(k) for k in PIXEL_FIELDS}})
     return {"kind": "pixel-sweep", "command": command, "rows": rows}
 
 
