@@ -1,10 +1,3 @@
-"""Attacks on anonymous updates. Knows nothing of Flower; sees no ground truth.
-
-The server reaches this package only through the pool's interface below.
+"""What an attack is: the contract, the registry of published attacks and leakbed's own attacks, grouped by
+family. Everything here runs only inside a sandbox (``workers``); trusted code never imports it.
 """
-
-from attacks.knowledge import AttackerKnowledge
-from attacks.pool import AttackPool, Fit, PoolStats
-from attacks.records import AnonymousUpdate, RoundSnapshot
-
-__all__ = ["AnonymousUpdate", "AttackPool", "AttackerKnowledge", "Fit", "PoolStats", "RoundSnapshot"]

@@ -110,7 +110,7 @@ class Attributes(Attack):
         "the honest-but-curious server: anonymous updates and its known users' prior data (so their attributes); it never "
         "sees an update's sender or the device's attribute values"
     )
-    scorer = "referee.score_attributes:score"
+    scorer = "attributes"
 
     @classmethod
     def check(cls, params: AttributesParams, setting: Setting) -> str | None:

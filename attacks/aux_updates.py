@@ -11,8 +11,8 @@ import zlib
 import numpy as np
 import torch
 
-from attacks.knowledge import AttackerKnowledge
 from core.data.corpus import UserData
+from core.knowledge import AttackerKnowledge
 from core.models import build_model
 from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
 

@@ -1,82 +1,80 @@
-"""The attack contract: what an attack declares, and the hooks the attack side calls.
+"""The attack contract: what an attack declares, and the hooks its sandboxed lane calls.
 
-An attack is one class (in a module or package of its own) that subclasses ``Attack`` and is found
-through the Python entry-point group ``leakbed.attacks`` (``attacks.registry``), built-in and
-third-party alike. It declares its name, its parameters (a pydantic model: every field with a
-default, a unit and a bound; validated before anything starts and frozen into ``config.toml`` under
-``[attack.params.<name>]``), what it needs of the run (``Needs``, plus ``check`` for needs of its
-own), where it comes from and what it receives (``source``, ``threat``: the catalog's text), its
-attack-side hooks (``on_round`` for each round's global model, ``fit`` and ``predict`` after the
-stream) and its referee-side scorer (``scorer``: ``"module:function"``, imported by the referee
-only, never on the attack side).
+An attack is one class (in a module or package of its own) that subclasses ``Attack`` and is found through the
+Python entry-point group ``leakbed.attacks`` (``attacks.registry``), built-in and third-party alike. It declares
+its name, its parameters (a pydantic model: every field with a default, a unit and a bound; checked against its
+schema and by the model itself, in a sandbox, before anything starts, and frozen into ``config.toml`` under
+``[attack.params.<name>]``), what it needs of the run (``Needs``, plus ``check`` for needs of its own), where it
+comes from and what it receives (``source``, ``threat``: the catalog's text), how it is scored (``scorer``: one
+of the referee's scorer kinds, or its own function run in the scoring sandbox: ``Scoring``), the attacks whose
+outputs it reads (``builds_on``), and its hooks (``on_round`` for each round's global model, ``fit`` and
+``predict`` after the stream).
 
-The hooks run in a sandboxed attack worker (``attacks.sandbox``) and see only what a curious server
-sees: the ``AttackContext``'s store (anonymous updates, global models, the attacker's own shadow
-updates) and knowledge (its prior data, the model and its seed), never a user, node or partition id.
+Trusted code never imports this module's subclasses: it learns the declaration as data from a sandboxed
+introspection (``workers.introspect``). The hooks run in the attack's own sandbox (one per attack and prior: a
+*lane*) and see only what a curious server sees: read-only inputs written by trusted code (``AttackContext.store``:
+anonymous updates, global models, the attacker's shadow updates; ``knowledge``: its prior data, the model and its
+seed), never a user, node or partition id; they write only their own output folder (``AttackContext.folder``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
 from core.data.corpus import Corpus, UserData
+from core.declaration import Needs, Scoring, Setting
+from core.inputs import InputsView
+from core.knowledge import AttackerKnowledge
 from core.params import NoParams, Params
+from core.records import RoundSnapshot
 from core.store import UpdateStore
 
 Outputs = dict[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Needs:
-    """What an attack requires of the run, checked before anything starts (``attacks.registry.unmet``)
-    so that a config it cannot meet is refused in one line instead of failing after every round."""
-
-    modality: Literal["image", "text"] | None = None  # image (C, H, W) or token examples; None = either
-    tasks: frozenset[str] | None = None  # corpus tasks it works on; None = any
-    models: frozenset[str] | None = None  # model.name values (auto resolved) it is written for; None = any
-    level: Literal["update", "aggregate"] = "update"  # individual updates, or it also reads SecAgg+ aggregates
-    full_updates: bool = False  # every parameter's Δw, not only the attack layers
-    records: bool = False  # per-sample truth: devices seal which records (and their properties) their batches used
-    property_column: bool = False  # a per-example 'property' attribute, with and without it in the prior
-    participation: bool = False  # each round's sampled nodes, as per-run keyed pseudonyms
-    plain_sgd: bool = False  # Δw = η·Σ gradients: fl.optimizer 'sgd' without momentum (gradient inversion)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """The run as an attack's needs see it before anything starts: the data, the attacker's prior and the
-    training the devices will do."""
-
-    source: str  # "data.source 'synthetic' (synthetic)": how one-line refusals name the data
-    corpus: Corpus  # the corpus' shape (its users may be left out)
-    prior: dict[str, UserData]  # the attacker's prior data by identity
-    model: str  # model.name, 'auto' resolved
-    parameters: tuple[str, ...]  # the model's parameter names
-    optimizer: str
-    momentum: float
-    local_steps: int
-    secure_aggregation: bool
+__all__ = ["Attack", "AttackContext", "Corpus", "Needs", "Outputs", "ReidAttack", "Scores", "Scoring", "Setting",
+           "UserData", "Params", "NoParams", "RoundSnapshot"]
 
 
 @dataclass
 class AttackContext:
-    """What a hook gets: the store it reads and writes, the attacker's knowledge, its parameters, and its
-    own seed; ``name`` is what its outputs are filed under (the attack's name, or a study's variant)."""
+    """What a hook gets: read-only views of its inputs, the attacker's knowledge, its parameters, its own writable
+    folder, and the outputs of the attacks it builds on; ``name`` is what its outputs are filed under (the
+    attack's name, or a study's variant).
+
+    Δw, everywhere: ``w_global - w_local``, the global model the device received minus the model it sent back
+    (``store.read_global(r)`` is the model the devices of round ``r`` started from), so a device's local model is
+    ``read_global(r)[k] - Δw[k]``."""
 
     name: str
-    store: UpdateStore
+    store: InputsView
     knowledge: AttackerKnowledge
     params: Any  # the attack's Params instance
+    folder: Path = Path("/leakbed/out")  # its own output folder (a tmpfs under a quota): per-round state, figures
+    upstream: dict[str, Path] = field(default_factory=dict)  # attack name -> its outputs (.npz), read-only
+    # what it may know of the attacks it builds on: name -> {"params", "score_kind", "builtin"}
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)  # fit → predict, within one task
 
     @property
     def seed(self) -> int:
+        """The attacker's own seed (never the experiment's)."""
         return self.knowledge.seed
+
+    @property
+    def workspace(self) -> UpdateStore:
+        """Its own folder as a store of ``.npz`` files (per-round state its ``fit`` reads back): writable by it only."""
+        return UpdateStore(self.folder)
+
+    def read_upstream(self, name: str) -> Outputs | None:
+        """The outputs of attack ``name`` this one builds on (``Attack.builds_on``), or None when it has none."""
+        path = self.upstream.get(name)
+        if path is None or not path.is_file():
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
 
 
 class Attack:
@@ -92,8 +90,12 @@ class Attack:
     needs: ClassVar[Needs] = Needs()
     source: ClassVar[str] = ""  # the seed (file, section) or paper it implements
     threat: ClassVar[str] = ""  # what it receives, and from whom
-    scorer: ClassVar[str] = ""  # "module:function" of its referee-side scorer
+    # how the referee scores it: a scorer kind of ``referee.kinds`` by name ("reid", "reconstruction"...), or a
+    # ``Scoring`` (kind "plugin" with its own function and the truth fields it needs, run in the scoring sandbox)
+    scorer: ClassVar[str | Scoring] = ""
     family: ClassVar[Literal["reid", "other"]] = "other"  # reid: a row of the closed-world table (seed 001 Table 3)
+    builds_on: ClassVar[tuple[str, ...]] = ()  # attacks (or "family:reid") whose outputs it reads, once written
+    budget: ClassVar[str] = ""  # a params field holding its own task deadline [s]; "" = workers.task_deadline
 
     @classmethod
     def check(cls, params: Any, setting: Setting) -> str | None:  # noqa: ARG003 - for subclasses
@@ -107,7 +109,8 @@ class Attack:
         """After the stream: learn from what the store holds."""
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        """The attack's outputs, filed under ``ctx.name`` for the referee."""
+        """The attack's outputs, filed under ``ctx.name`` for the referee: NumPy arrays (numbers, booleans or text;
+        never objects) in the form its scorer kind expects (``docs/reference/plugin-api.md``)."""
         raise NotImplementedError(f"attack {self.name!r} has no predict hook")
 
 
@@ -125,7 +128,7 @@ class ReidAttack(Attack):
     own hook (other attacks fuse with it, e.g. metadata and linkage); ``predict`` applies it to the store."""
 
     family: ClassVar[Literal["reid", "other"]] = "reid"
-    scorer: ClassVar[str] = "referee.score_reid:score"
+    scorer: ClassVar[str | Scoring] = "reid"
     # what ``classify``'s scores are: class probabilities, or margins (a linear SVM's), which fusing attacks softmax
     score_kind: ClassVar[Literal["probability", "margin"]] = "probability"
     threat: ClassVar[str] = (

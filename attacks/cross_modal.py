@@ -61,7 +61,7 @@ class CrossModal(Attack):
         "the honest-but-curious server: anonymous image updates; text about every known user and images of the paired "
         "ones (its prior data); never who sent an update"
     )
-    scorer = "referee.score_cross_modal:score"
+    scorer = "cross-modal"
 
     def predict(self, ctx: AttackContext) -> Outputs:
         cfg, knowledge = ctx.params, ctx.knowledge

@@ -22,13 +22,12 @@ closed form, which the seed's dummy optimisation only degraded there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
-from core.models import SmallCNN
+from core.features import FeatureSplit
+from core.features import feature_split as feature_split  # re-exported: the plugin API and the pixel attacks take it from here
 
 ALWAYS_ON = 0.99  # a hidden unit active on at least this share of auxiliary images counts as linear [fraction]
 FIT_STEPS = 300  # Adam steps that fit x̃ to the analytic features before gradient matching [count]
@@ -36,39 +35,6 @@ FIT_STEP_SIZE = 0.01  # their step size [1]
 STD_FLOOR = 0.1  # least per-feature scale of f_p's input standardisation, as a share of the mean scale [fraction]
 PER_SAMPLE_ITERS = 200  # alternating least-squares sweeps of per_sample_features [count]
 PER_SAMPLE_DAMPING = 0.5  # share of each sweep's solution taken [fraction]
-
-
-@dataclass(frozen=True)
-class FeatureSplit:
-    """A CNN cut as in the seed's Fig. 2: front f_1..f_{n-1}, last conv block f_n, classifier f_c."""
-
-    front: nn.Module
-    block: nn.Module
-    classifier: nn.Module
-    block_keys: list[str]
-    classifier_keys: list[str]
-
-    def block_input_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        """Shape of f_n's input (f_{n-1}'s output) for one sample of ``input_shape``."""
-        with torch.no_grad():
-            return tuple(self.front(torch.zeros(1, *input_shape)).shape[1:])
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """E(X): the flattened output of the last conv block."""
-        return torch.flatten(self.block(self.front(x)), 1)
-
-
-def feature_split(model: nn.Module) -> FeatureSplit:
-    """The seed's decomposition for the models this testbed trains with plain conv blocks."""
-    if isinstance(model, SmallCNN):
-        return FeatureSplit(
-            front=model.features[:3],
-            block=model.features[3:],
-            classifier=nn.Sequential(nn.Flatten(), model.fc1, nn.ReLU(), model.fc2),
-            block_keys=["features.3.weight", "features.3.bias"],
-            classifier_keys=["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"],
-        )
-    raise ValueError(f"feature inference supports the cnn model, not {type(model).__name__}")
 
 
 def soft_cross_entropy(logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:

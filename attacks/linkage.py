@@ -46,17 +46,16 @@ from scipy.spatial.distance import pdist, squareform
 from sklearn.cluster import AgglomerativeClustering
 
 from attacks.contract import Attack, AttackContext, Needs, Outputs
-from attacks.knowledge import AttackerKnowledge
-from attacks.metadata import reid_scores, tie_break, weight_logpost
-from attacks.records import RoundSnapshot
-from attacks.registry import reid_names
+from attacks.metadata import reid_scores, weight_logpost
 from attacks.shadow import shadow_updates
-from core.store import UpdateStore
+from core.knowledge import AttackerKnowledge
+from core.linkage_views import VARIANTS
+from core.rankings import group_mean, tie_break
+from core.records import RoundSnapshot
 
 NAME = "linkage"
 FOLDER = "linkage"  # the attack's own files in the store: participation and one-example shadow updates
 MAX_UPDATES = 2000  # pairwise distances are O(N²): beyond this a seeded sample of updates is linked
-VARIANTS = ("meta", "w", "both")
 
 
 def _atomic(path: Path, write) -> None:  # noqa: ANN001 - a callable taking the temp path
@@ -75,10 +74,11 @@ def one_example_prior(knowledge: AttackerKnowledge) -> AttackerKnowledge:
     return replace(knowledge, prior=one)
 
 
-def on_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
-    """Keep the round's participation (as the server shared it) and train the one-example shadow updates."""
+def on_round(folder: Path, knowledge: AttackerKnowledge, snap: RoundSnapshot) -> None:
+    """Keep the round's participation (as the server shared it) and train the one-example shadow updates, in the
+    attack's own folder."""
     doc = {"participants": int(snap.train_config.get("participants", 0)), "sampled": str(snap.train_config.get("sampled", ""))}
-    folder = store.root / FOLDER
+    folder = folder / FOLDER
     _atomic(folder / f"r{snap.round:06d}.json", lambda p: p.write_text(json.dumps(doc), encoding="utf-8"))
     labels, vectors = shadow_updates(one_example_prior(knowledge), snap)
 
@@ -89,8 +89,8 @@ def on_round(store: UpdateStore, knowledge: AttackerKnowledge, snap: RoundSnapsh
     _atomic(folder / f"shadow1-r{snap.round:06d}.npz", save)
 
 
-def _participation(store: UpdateStore) -> dict[int, dict]:
-    return {int(f.stem[1:]): json.loads(f.read_text(encoding="utf-8")) for f in sorted((store.root / FOLDER).glob("r*.json"))}
+def _participation(folder: Path) -> dict[int, dict]:
+    return {int(f.stem[1:]): json.loads(f.read_text(encoding="utf-8")) for f in sorted((folder / FOLDER).glob("r*.json"))}
 
 
 def _standardise(x: np.ndarray) -> np.ndarray:
@@ -164,16 +164,8 @@ def candidates(rounds: np.ndarray, part: dict[int, dict], names: list[str]) -> n
     return out
 
 
-def group_mean(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Each row replaced by the mean row of its group."""
-    out = np.empty_like(scores)
-    for g in np.unique(labels):
-        sel = labels == g
-        out[sel] = scores[sel].mean(axis=0)
-    return out
-
-
-def link(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
+def link(ctx: AttackContext) -> Outputs:
+    store, knowledge = ctx.store, ctx.knowledge
     anon, meta = store.read_anon(), store.read_anon_meta()
     n = len(anon["ids"])
     keep = np.arange(n)
@@ -183,7 +175,7 @@ def link(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
     counts = np.asarray(anon["num_examples"], np.int64)[keep]
     meta = {k: v[keep] for k, v in meta.items()}
     vectors = anon["vectors"][keep]
-    part = _participation(store)
+    part = _participation(ctx.folder)
     names = sorted({p for doc in part.values() for p in doc["sampled"].split(",") if p})
     per_round = {r: int((rounds == r).sum()) for r in np.unique(rounds)}
     cannot_link = bool(part) and all(c <= part.get(int(r), {}).get("participants", 0) for r, c in per_round.items())
@@ -207,8 +199,8 @@ def link(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
         labels[v] = cluster(dv, groups)
         out[f"labels_{v}"] = labels[v]
     # a prior-limited attacker: one prior example per user, with and without linking first
-    files = sorted((store.root / FOLDER).glob("shadow1-r*.npz"))
-    reid = reid_names(knowledge.attack.suite)
+    files = sorted((ctx.folder / FOLDER).glob("shadow1-r*.npz"))
+    reid = [n for n in ctx.upstream if ctx.peers.get(n, {}).get("builtin")]  # leakbed's own: run in this sandbox
     if files and reid:
         xs, ys = [], []
         for f in files:
@@ -216,12 +208,13 @@ def link(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
                 xs.append(z["vectors"])
                 ys.append(z["labels"])
         name = reid[0]
-        s = reid_scores(knowledge, name, np.concatenate(xs), np.concatenate(ys), vectors)
+        s = reid_scores(ctx, name, np.concatenate(xs), np.concatenate(ys), vectors)
+        kind = ctx.peers[name].get("score_kind", "probability")
         out |= {
             "single_attacker": np.asarray(name),
             "single_classes": s.classes,
             "single_raw": tie_break(s.scores, knowledge.seed),
-            "single_linked": group_mean(weight_logpost(name, s.scores), labels["both"]),
+            "single_linked": group_mean(weight_logpost(kind, s.scores), labels["both"]),
         }
     # the intersection attack: participation sets joined with the linked groups
     if names:
@@ -244,10 +237,11 @@ class Linkage(Attack):
         "(per-run keyed pseudonyms only) and how many nodes it serves; anonymous updates with their metadata, the "
         "round's global model and training config, and its prior data; never truth, raw node ids or arrival order"
     )
-    scorer = "referee.score_linkage:score"
+    scorer = "linkage"
+    builds_on = ("family:reid",)
 
     def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        on_round(ctx.store, ctx.knowledge, snapshot)
+        on_round(ctx.folder, ctx.knowledge, snapshot)
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        return link(ctx.store, ctx.knowledge)
+        return link(ctx)

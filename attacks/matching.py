@@ -30,6 +30,8 @@ from pydantic import Field
 from torch import nn
 
 from attacks.contract import Attack, AttackContext, Outputs, Params
+from core.pairs import balanced_pairs
+from core.pairs import pair_scores as pair_scores  # re-exported
 
 EMBED = 128  # the seed's FC-128 encoders
 
@@ -57,34 +59,6 @@ class Siamese(nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Match logits (the sigmoid is in the loss)."""
         return self.head((self.enc_a(a) - self.enc_b(b)).abs()).squeeze(-1)
-
-
-def balanced_pairs(labels: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``n`` index pairs (i ≠ j), half with equal labels and half with different ones.
-
-    Positives draw a label with at least two items, then two distinct items of it; negatives draw
-    two items and redraw the second until the labels differ. Returns (i, j, same ∈ {0, 1}).
-    """
-    labels = np.asarray(labels)
-    uniq, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    members = [np.flatnonzero(inverse == k) for k in range(len(uniq))]
-    multi = np.flatnonzero(counts >= 2)
-    n_pos = n // 2 if len(multi) else 0
-    n_neg = n - n_pos if len(uniq) >= 2 else 0
-    i_pos = np.empty(n_pos, np.int64)
-    j_pos = np.empty(n_pos, np.int64)
-    if n_pos:
-        ks = multi[rng.integers(0, len(multi), n_pos)]
-        for t, k in enumerate(ks):
-            i_pos[t], j_pos[t] = rng.choice(members[k], 2, replace=False)
-    i_neg = rng.integers(0, len(labels), n_neg)
-    j_neg = rng.integers(0, len(labels), n_neg)
-    bad = inverse[i_neg] == inverse[j_neg]
-    while bad.any():
-        j_neg[bad] = rng.integers(0, len(labels), int(bad.sum()))
-        bad = inverse[i_neg] == inverse[j_neg]
-    same = np.concatenate([np.ones(n_pos), np.zeros(n_neg)]).astype(np.float32)
-    return np.concatenate([i_pos, i_neg]), np.concatenate([j_pos, j_neg]), same
 
 
 def train(
@@ -123,14 +97,6 @@ def head_arrays(model: Siamese) -> dict[str, np.ndarray]:
     return {"head_w": model.head.weight.detach().numpy()[0].copy(), "head_b": model.head.bias.detach().numpy().copy()}
 
 
-def pair_scores(
-    emb_a: np.ndarray, emb_b: np.ndarray, head_w: np.ndarray, head_b: np.ndarray, i: np.ndarray, j: np.ndarray
-) -> np.ndarray:
-    """P[same] for pairs (emb_a[i], emb_b[j]): the trained network's L1 + FC-1 + sigmoid part."""
-    logits = np.abs(emb_a[i] - emb_b[j]) @ head_w + float(head_b[0])
-    return 1.0 / (1.0 + np.exp(-logits))
-
-
 def fit_siamese(vectors: np.ndarray, labels: np.ndarray, cfg: SiameseParams, seed: int) -> Siamese:
     """A Siamese network trained on labelled update vectors (identities of shadow updates)."""
     draw = partial(balanced_pairs, labels, cfg.pairs)
@@ -147,7 +113,7 @@ class Matching(Attack):
         "the honest-but-curious server: anonymous update vectors, and its own shadow updates on its prior data, "
         "labelled by identity; it writes embeddings and the distance head, the referee draws the test pairs"
     )
-    scorer = "referee.score_matching:score"
+    scorer = "matching"
 
     def predict(self, ctx: AttackContext) -> Outputs:
         x_train, y_train, _ = ctx.store.read_shadow()

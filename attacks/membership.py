@@ -20,28 +20,10 @@ from attacks.contract import Attack, AttackContext, Needs, NoParams, Outputs, Se
 from attacks.gradient_features import embedding_key, embedding_tokens
 from attacks.property_passive import anon_rounds
 from core.store import UpdateStore
+from core.vocabulary_sets import is_member as is_member  # re-exported
+from core.vocabulary_sets import record_tokens as record_tokens  # re-exported
 
 NAME = "membership"
-PAD = 0
-
-
-def record_tokens(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
-    """V_r: the distinct non-padding input tokens of a record that reach the loss (for a next-token
-    window ``y``, those up to the last non-padding target)."""
-    x = np.asarray(x).ravel()
-    if y is not None and np.ndim(y) == np.ndim(x) == 1 and len(y) == len(x):
-        real = np.flatnonzero(np.asarray(y) != PAD)
-        x = x[: real.max() + 1] if len(real) else x[:0]
-    tokens = np.unique(x)
-    return tokens[tokens != PAD]
-
-
-def is_member(x: np.ndarray, vocab: np.ndarray, y: np.ndarray | None = None) -> bool:
-    """§7.1.3's decision rule: V_r ⊆ V_t (``vocab`` is the boolean batch vocabulary)."""
-    tokens = record_tokens(x, y)
-    return bool(np.all(tokens < len(vocab)) and vocab[tokens].all())
-
-
 def batch_vocabularies(store: UpdateStore) -> tuple[list[str], list[int], np.ndarray]:
     """(update ids, rounds, boolean (updates, vocab)) from the stored full updates."""
     ids, rounds, rows = [], [], []
@@ -62,7 +44,7 @@ class Membership(Attack):
     needs = Needs(modality="text", full_updates=True, records=True)
     source = "seed 002 §7.1.3, §7.2.2, Table 7.2"
     threat = "the curious server: each anonymous update in full (its embedding rows reveal the batch vocabulary)"
-    scorer = "referee.score_membership:score_membership"
+    scorer = "membership"
 
     @classmethod
     def check(cls, params: NoParams, setting: Setting) -> str | None:
@@ -78,10 +60,3 @@ class Membership(Attack):
             "vocab": np.packbits(vocab, axis=1),
             "vocab_size": np.asarray(vocab.shape[1]),
         }
-
-
-def read_vocabularies(res: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The attack's outputs as (ids, rounds, boolean batch vocabularies)."""
-    size = int(res["vocab_size"])
-    return res["ids"], res["rounds"], np.unpackbits(res["vocab"], axis=1, count=size).astype(bool)
-

@@ -7,7 +7,7 @@ carries have a norm, a share of zeros and a size. This attack measures what they
 
 Threat model: the honest-but-curious server (seed 001 §4.1). It receives, per anonymous update, its
 opaque id, (release) round, the attack layers' normalised Δw, n_k, and the norm, sparsity and byte
-size of the whole Δw (``attacks.records.AnonymousUpdate``); its own prior data per known user; and
+size of the whole Δw (``core.records.AnonymousUpdate``); its own prior data per known user; and
 the closed-world attackers' scores (``attacks.reidentify``) on the same updates. Never a node id,
 arrival order or truth.
 
@@ -39,9 +39,8 @@ import numpy as np
 from scipy.special import log_softmax, ndtr
 
 from attacks.contract import Attack, AttackContext, Outputs, Scores
-from attacks.knowledge import AttackerKnowledge
-from attacks.registry import attack, params_of, reid_attack, reid_names
-from core.store import UpdateStore
+from attacks.registry import params_of, reid_attack
+from core.rankings import tie_break
 
 NAME = "metadata"
 SIGMA_FLOOR = 0.005  # log-count spread below which two counts are the same report
@@ -113,27 +112,31 @@ def norm_loglik(
     return out, float(np.mean(slopes)) if slopes else float("nan")
 
 
-def weight_logpost(name: str, scores: np.ndarray) -> np.ndarray:
+def weight_logpost(score_kind: str, scores: np.ndarray) -> np.ndarray:
     """An attacker's scores as a log-posterior over users: probabilities smoothed towards uniform, margins softmaxed."""
-    if attack(name).score_kind == "margin":
+    if score_kind == "margin":
         return log_softmax(scores, axis=1)
     u = scores.shape[1]
     return np.log(0.9 * scores + 0.1 / u)
 
 
-def reid_scores(knowledge: AttackerKnowledge, name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
-    """Closed-world re-identification attack ``name`` of the run, with its parameters, trained and applied here."""
-    params = params_of(name, knowledge.attack.params.get(name))
-    return reid_attack(name).classify(params, knowledge.seed, x_train, y_train, x_test)
+def reid_scores(ctx: AttackContext, name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
+    """leakbed's own closed-world re-identification attack ``name`` (built-in: its code may run in this sandbox; a
+    plugin's never does), with the run's parameters of it, trained and applied here."""
+    params = params_of(name, ctx.peers[name].get("params"))
+    return reid_attack(name).classify(params, ctx.seed, x_train, y_train, x_test)
 
 
-def weight_scores(store: UpdateStore, knowledge: AttackerKnowledge, name: str, ids: np.ndarray, users: list[str]) -> np.ndarray:
-    """The closed-world attacker's scores on ``ids`` in ``users`` order: its filed outputs when they
-    cover exactly these updates (it was fitted on the same stream), else fitted here the same way."""
-    pred = store.read_result(name) if store.has_result(name) else None
-    if pred is None or not np.array_equal(pred["ids"], ids):
-        x_train, y_train, _ = store.read_shadow()
-        fit = reid_scores(knowledge, name, x_train, y_train, store.read_anon()["vectors"])
+def weight_scores(ctx: AttackContext, name: str, ids: np.ndarray, users: list[str]) -> np.ndarray | None:
+    """The closed-world attacker's scores on ``ids`` in ``users`` order: its outputs (handed over read-only once
+    written) when they cover exactly these updates, else, for one of leakbed's own attackers, fitted here the
+    same way; None for a plugin's attacker without outputs (its code never runs in another attack's sandbox)."""
+    pred = ctx.read_upstream(name)
+    if pred is None or "ids" not in pred or not np.array_equal(pred["ids"], ids):
+        if not ctx.peers.get(name, {}).get("builtin"):
+            return None
+        x_train, y_train, _ = ctx.store.read_shadow()
+        fit = reid_scores(ctx, name, x_train, y_train, ctx.store.read_anon()["vectors"])
         pred = {"classes": fit.classes, "scores": fit.scores}
     col = {str(c): j for j, c in enumerate(pred["classes"])}
     out = np.full((len(ids), len(users)), np.nan)
@@ -144,13 +147,8 @@ def weight_scores(store: UpdateStore, knowledge: AttackerKnowledge, name: str, i
     return np.where(np.isfinite(out), out, fill)
 
 
-def tie_break(scores: np.ndarray, seed: int) -> np.ndarray:
-    """A seeded jitter far below any real score difference: without signal the ranking is random, not tied."""
-    rng = np.random.default_rng([seed, 0x3E7A])
-    return scores + 1e-9 * rng.random(scores.shape)
-
-
-def metadata_scores(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs:
+def metadata_scores(ctx: AttackContext) -> Outputs:
+    store, knowledge = ctx.store, ctx.knowledge
     anon = store.read_anon()
     meta = store.read_anon_meta()
     users = list(knowledge.prior)
@@ -176,9 +174,11 @@ def metadata_scores(store: UpdateStore, knowledge: AttackerKnowledge) -> Outputs
         "sigma": np.asarray(params["sigma"]),
         "norm_slope": np.asarray(slope),
     }
-    for name in reid_names(knowledge.attack.suite):
-        raw = weight_scores(store, knowledge, name, anon["ids"], users)
-        logpost = weight_logpost(name, raw)
+    for name in ctx.upstream:  # the suite's closed-world attackers (builds_on = family:reid), in suite order
+        raw = weight_scores(ctx, name, anon["ids"], users)
+        if raw is None:
+            continue
+        logpost = weight_logpost(ctx.peers[name].get("score_kind", "probability"), raw)
         out[f"weights_{name}"] = raw  # as the attacker ranks them (its closed-world scores on these updates)
         out[f"fused_{name}"] = tie_break(logpost + meta_ll, knowledge.seed)
     return out
@@ -192,7 +192,8 @@ class Metadata(Attack):
         "normalised Δw, n_k and the norm, sparsity and size of the whole Δw; its prior data per known user; the "
         "closed-world attackers' scores on the same updates; never a node id, arrival order or truth"
     )
-    scorer = "referee.score_metadata:score"
+    scorer = "metadata"
+    builds_on = ("family:reid",)
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        return metadata_scores(ctx.store, ctx.knowledge)
+        return metadata_scores(ctx)

@@ -23,8 +23,7 @@ from pydantic import Field
 from attacks.contract import Attack, AttackContext, Outputs, Params
 from attacks.matching import SiameseParams, embed, fit_siamese, head_arrays
 from attacks.reidentify import classify, mlp_classifier
-
-UNSEEN = "<unseen>"
+from core.labels import UNSEEN
 
 
 class OpenWorldParams(Params):
@@ -64,7 +63,7 @@ class OpenWorld(Attack):
         "the honest-but-curious server as in the closed world, but its prior covers only seen and holdout users; "
         "shadow updates of unseen users are never read"
     )
-    scorer = "referee.score_open_world:score"
+    scorer = "open-world"
 
     def predict(self, ctx: AttackContext) -> Outputs:
         cfg = ctx.params

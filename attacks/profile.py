@@ -22,11 +22,11 @@ import torch
 from pydantic import Field
 
 from attacks.contract import Attack, AttackContext, Needs, Outputs, Params, Setting
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
 from attacks.reidentify import classify, mlp_classifier
 from core.data.corpus import UserData
+from core.knowledge import AttackerKnowledge
 from core.models import build_model
+from core.records import RoundSnapshot
 from core.store import UpdateStore
 from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
 from core.updates import delta_vector
@@ -87,7 +87,7 @@ def profile_updates(store: UpdateStore, knowledge: AttackerKnowledge, params: Pr
 def read_profile(store: UpdateStore) -> np.ndarray:
     files = sorted((store.root / KIND).glob("r*.npz"))
     if not files:
-        raise ValueError("no profile updates in the store (profile on_round never ran)")
+        raise ValueError("no profile updates in the attack's folder (profile on_round never ran)")
     parts = []
     for f in files:
         with np.load(f) as z:
@@ -103,7 +103,7 @@ class Profile(Attack):
     needs = Needs(tasks=frozenset({"multiclass"}))
     source = "seed 001 §5.2.2 (iii), §6.1.1 'Attacking using profile prior', Figure 5"
     threat = "the honest-but-curious server: anonymous updates and a curated profile dataset that carries no identity"
-    scorer = "referee.score_profile:score"
+    scorer = "profile"
 
     @classmethod
     def check(cls, params: ProfileParams, setting: Setting) -> str | None:
@@ -115,11 +115,11 @@ class Profile(Attack):
         return None
 
     def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        profile_updates(ctx.store, ctx.knowledge, ctx.params, snapshot)
+        profile_updates(ctx.workspace, ctx.knowledge, ctx.params, snapshot)
 
     def predict(self, ctx: AttackContext) -> Outputs:
         x_users, _, _ = ctx.store.read_shadow()
-        x_prof = read_profile(ctx.store)
+        x_prof = read_profile(ctx.workspace)
         x = np.concatenate([x_users, x_prof])
         y = np.asarray(["<user>"] * len(x_users) + [PROFILE] * len(x_prof))
         anon = ctx.store.read_anon()

@@ -19,9 +19,9 @@ import numpy as np
 from attacks.aux_updates import AuxTrainer, split_by_property
 from attacks.contract import Attack, AttackContext, Needs, Outputs
 from attacks.gradient_features import update_features
-from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import PropertyParams, anon_rounds, fit_both, read_aux
-from attacks.records import RoundSnapshot
+from core.knowledge import AttackerKnowledge
+from core.records import RoundSnapshot
 from core.store import UpdateStore
 
 NAME = "aggregate-property"
@@ -66,13 +66,13 @@ class AggregateProperty(Attack):
         "a curious server that observes only each round's aggregate of K participants' updates (model averaging, or "
         "secure aggregation hiding the individual updates) and holds auxiliary data labelled with the property"
     )
-    scorer = "referee.score_property:score_aggregate_property"
+    scorer = "aggregate-property"
 
     def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        aux_round(ctx.store, ctx.knowledge, ctx.params, snapshot)
+        aux_round(ctx.workspace, ctx.knowledge, ctx.params, snapshot)
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        x, y = read_aux(ctx.store, AUX_KIND)
+        x, y = read_aux(ctx.workspace, AUX_KIND)
         anon = ctx.store.read_anon()
         n_of = {str(i): float(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
         rounds, feats, members = [], [], []

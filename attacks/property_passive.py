@@ -25,8 +25,9 @@ from sklearn.preprocessing import StandardScaler
 from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
 from attacks.contract import Attack, AttackContext, Needs, Outputs, Params
 from attacks.gradient_features import update_features
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
+from core.inputs import InputsView
+from core.knowledge import AttackerKnowledge
+from core.records import RoundSnapshot
 from core.store import UpdateStore
 
 NAME = "property"
@@ -76,7 +77,7 @@ def read_aux(store: UpdateStore, kind: str) -> tuple[np.ndarray, np.ndarray]:
             xs.append(z["features"])
             ys.append(z["labels"])
     if not xs:
-        raise ValueError(f"no auxiliary updates in the store ({kind}); did any round run?")
+        raise ValueError(f"no auxiliary updates in the attack's folder ({kind}); did any round run?")
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -105,8 +106,8 @@ def fit_both(kind: str, trees: int, seed: int, x: np.ndarray, y: np.ndarray, que
     return {"scores": seed_model.predict_proba(queries)[:, 1], "scores_other": other.predict_proba(queries)[:, 1]}
 
 
-def anon_rounds(store: UpdateStore) -> list[int]:
-    return sorted({int(f.stem[1:7]) for f in (store.root / "anon_full").glob("r*.npz")})
+def anon_rounds(store: InputsView) -> list[int]:
+    return store.anon_full_rounds()
 
 
 class Property(Attack):
@@ -118,13 +119,13 @@ class Property(Attack):
         "the honest-but-curious server: every anonymous update (all layers) and each round's global model; auxiliary data "
         "labelled with the property (its prior data), never a device's data"
     )
-    scorer = "referee.score_property:score_property"
+    scorer = "property"
 
     def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        aux_round(ctx.store, ctx.knowledge, ctx.params, snapshot)
+        aux_round(ctx.workspace, ctx.knowledge, ctx.params, snapshot)
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        x, y = read_aux(ctx.store, AUX_KIND)
+        x, y = read_aux(ctx.workspace, AUX_KIND)
         ids, rounds, feats, kind = [], [], [], "pooled"
         for rnd in anon_rounds(ctx.store):
             for uid, delta in sorted(ctx.store.read_anon_full(rnd).items()):

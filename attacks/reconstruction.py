@@ -24,8 +24,6 @@ the sealed batch records.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import zlib
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -39,14 +37,11 @@ from attacks.contract import Attack, AttackContext, Needs, Outputs, Params
 from attacks.dlg import dlg_reconstruct
 from attacks.feature_inference import feature_split, predict_property, reconstruct_features, train_property_net
 from attacks.inverting_gradients import ig_labels, ig_reconstruct
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
 from core.data.corpus import UserData
+from core.inputs import InputsView
+from core.knowledge import AttackerKnowledge
 from core.models import build_model, final_linear
-from core.store import UpdateStore
 from core.training import TrainConfig, load_arrays
-
-CONFIG_KIND = "train_config"
 
 
 class ReconstructionParams(Params):
@@ -133,17 +128,9 @@ def local_setting(cfg: TrainConfig, num_examples: int) -> LocalSetting:
     return LocalSetting(len(sizes), min(n, sum(sizes)), cfg.lr, b)
 
 
-def save_train_config(store: UpdateStore, snap: RoundSnapshot) -> None:
-    """Keep the round's training config beside its global model (the fit reads both back)."""
-    folder = store.root / CONFIG_KIND
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".r{snap.round:06d}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(dict(snap.train_config)), encoding="utf-8")
-    os.replace(tmp, folder / f"r{snap.round:06d}.json")
-
-
-def read_train_config(store: UpdateStore, rnd: int) -> TrainConfig:
-    return TrainConfig.from_config(json.loads((store.root / CONFIG_KIND / f"r{rnd:06d}.json").read_text(encoding="utf-8")))
+def read_train_config(store: InputsView, rnd: int) -> TrainConfig:
+    """The training config the server sent with round ``rnd`` (trusted code files it beside the global model)."""
+    return TrainConfig.from_config(store.read_config(rnd))
 
 
 def _content_key(delta: dict[str, np.ndarray]) -> str:
@@ -154,9 +141,9 @@ def _content_key(delta: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def choose_updates(store: UpdateStore, seed: int, count: int) -> list[tuple[int, str, dict[str, np.ndarray]]]:
+def choose_updates(store: InputsView, seed: int, count: int) -> list[tuple[int, str, dict[str, np.ndarray]]]:
     """Up to ``count`` (round, id, Δw), from the latest round back, a seeded pick within a round."""
-    rounds = sorted({int(f.stem[1:7]) for f in (store.root / "anon_full").glob("r*.npz")}, reverse=True)
+    rounds = sorted(store.anon_full_rounds(), reverse=True)
     chosen: list[tuple[int, str, dict[str, np.ndarray]]] = []
     for rnd in rounds:
         updates = sorted(store.read_anon_full(rnd).items(), key=lambda item: _content_key(item[1]))
@@ -228,7 +215,7 @@ class _Reconstructor:
             )  # fmt: skip
         return images.reshape(samples, -1)
 
-    def outputs(self, store: UpdateStore) -> Outputs:
+    def outputs(self, store: InputsView) -> Outputs:
         anon = store.read_anon()
         examples = {str(i): int(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
         ids, rounds, counts, steps, batches, recons, probs = [], [], [], [], [], [], []
@@ -280,9 +267,6 @@ class _Reconstruction(Attack):
 
     threat = THREAT
 
-    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        save_train_config(ctx.store, snapshot)
-
     def predict(self, ctx: AttackContext) -> Outputs:
         torch.set_num_threads(1)
         return _Reconstructor(self.name, ctx.knowledge, ctx.params).outputs(ctx.store)
@@ -294,7 +278,7 @@ class FeatureInference(_Reconstruction):
     # the seed's split into a last conv block f_n and an FC-ReLU-FC classifier f_c is written for the quick CNN
     needs = Needs(**{**_PIXELS.__dict__, "models": frozenset({"cnn"})})
     source = "seed 004 §3.2-3.3, §4.1, Table 1 (proposed)"
-    scorer = "referee.score_reconstruction:score_reconstruction"
+    scorer = "reconstruction"
 
 
 class DLG(_Reconstruction):
@@ -302,7 +286,7 @@ class DLG(_Reconstruction):
     params = DLGParams
     needs = _PIXELS
     source = "Zhu et al. 2019, as seed 004 Table 1's DLG baseline"
-    scorer = "referee.score_reconstruction:score_reconstruction"
+    scorer = "reconstruction"
 
 
 class InvertingGradients(_Reconstruction):
@@ -310,4 +294,4 @@ class InvertingGradients(_Reconstruction):
     params = InvertingGradientsParams
     needs = _PIXELS
     source = "Geiping et al. 2020, as seed 004 Table 1's IG baseline"
-    scorer = "referee.score_reconstruction:score_reconstruction"
+    scorer = "reconstruction"

@@ -26,7 +26,8 @@ import numpy as np
 
 from attacks import breakout
 from attacks.contract import Attack, AttackContext, Outputs
-from attacks.knowledge import KNOWLEDGE_JSON, AttackerKnowledge
+from core.inputs import InputsView
+from core.knowledge import KNOWLEDGE_JSON, AttackerKnowledge
 from core.store import UpdateStore
 
 NAME = "redteam"
@@ -148,7 +149,8 @@ def regenerated_rounds(ids: list[str], seeds: set[int], rounds: int) -> tuple[di
     return {}, []
 
 
-def probe(store: UpdateStore, knowledge: AttackerKnowledge, *, cwd: Path | None = None, texts: list[str] | None = None) -> dict:
+def probe(store: UpdateStore | InputsView, knowledge: AttackerKnowledge, *, cwd: Path | None = None,
+          texts: list[str] | None = None) -> dict:
     """Run every probe from inside a worker (``cwd``/``texts`` may be given by a test's fixture)."""
     anon = store.read_anon()
     ids = [str(i) for i in anon["ids"]]
@@ -195,10 +197,10 @@ def probe(store: UpdateStore, knowledge: AttackerKnowledge, *, cwd: Path | None 
     return out
 
 
-def breakout_probes(store: UpdateStore) -> dict[str, dict]:
-    """The harmless break-out probes (``attacks.breakout.HARMLESS``) from inside this worker: every TCP
+def breakout_probes(folder: Path) -> dict[str, dict]:
+    """The harmless break-out probes (``attacks.breakout.HARMLESS``) from inside this lane: every TCP
     port on loopback, addresses off the machine, capabilities, devices, /proc/sys, other processes."""
-    scratch = store.root / "redteam-scratch"
+    scratch = folder / "redteam-scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     args = breakout.parser().parse_args(["--all-ports", "--scratch", str(scratch)])
     return breakout.run(args, breakout.HARMLESS)
@@ -213,8 +215,8 @@ class RedTeam(Attack):
         "hostile attack code in a real worker during a real run: what every attack receives (its store, its "
         "knowledge), then everything it can reach from inside its worker"
     )
-    scorer = "referee.score_redteam:score"
+    scorer = "redteam"
 
     def predict(self, ctx: AttackContext) -> Outputs:
-        found = {"probes": probe(ctx.store, ctx.knowledge), "breakout": breakout_probes(ctx.store)}
+        found = {"probes": probe(ctx.store, ctx.knowledge), "breakout": breakout_probes(ctx.folder)}
         return {"found": np.asarray(json.dumps(found))}

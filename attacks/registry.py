@@ -1,19 +1,21 @@
-"""The attacks a run can use: every ``Attack`` published under the entry-point group ``leakbed.attacks``.
+"""The attacks published under the entry-point group ``leakbed.attacks``, loaded by name, and their declarations.
 
-Built-in attacks are published by leakbed's own ``pyproject.toml``, third-party ones by theirs; both are
-found the same way, by name, and an attack is imported only when a run names it (a broken plugin
-affects only the runs that use it). ``unmet`` checks a run against an attack's declared needs before
-anything starts.
+Runs only inside a sandbox (``workers.inside``): loading an attack imports its module, whose code is untrusted.
+Built-in attacks are published by leakbed's own ``pyproject.toml``, third-party ones by theirs; both are found the
+same way, by name, and an attack is imported only when asked for (a broken plugin affects only what names it).
+``declare`` turns a loaded class into the data trusted code knows it by (``core.declaration.Declaration``).
 """
 
 from __future__ import annotations
 
 import functools
+from importlib.metadata import entry_points
 from typing import Any
 
-import numpy as np
+from pydantic import BaseModel
 
-from attacks.contract import Attack, Params, ReidAttack, Setting
+from attacks.contract import Attack, Params, ReidAttack
+from core.declaration import Declaration, Scoring
 from core.entry_points import PluginError, load_declared, published
 
 GROUP = "leakbed.attacks"
@@ -28,9 +30,20 @@ def names() -> list[str]:
 def attack(name: str) -> type[Attack]:
     """The attack published as ``name``; PluginError when none is, or it is not a well-formed ``Attack``."""
     cls = load_declared(GROUP, name, "attack", Attack)
-    if ":" not in cls.scorer:
-        raise PluginError(f"attack {name!r}: scorer must name its scoring function as 'module:function'")
+    scoring(cls)  # a malformed scorer declaration is refused when the attack is loaded
     return cls  # type: ignore[return-value]
+
+
+def scoring(cls: type[Attack]) -> Scoring:
+    """How the referee scores ``cls``: its ``scorer`` as a ``Scoring`` (a kind's name, or a ``Scoring``)."""
+    declared = cls.scorer
+    if isinstance(declared, Scoring):
+        return declared
+    if not isinstance(declared, str) or not declared:
+        raise PluginError(f"attack {cls.name!r}: scorer must name a scorer kind (e.g. 'reid') or be a leakbed.plugin.Scoring")
+    if ":" in declared:  # the old form, "module:function": a scorer of its own, given who sent each update and when
+        return Scoring(kind="plugin", function=declared, truth=("user_id", "round"))
+    return Scoring(kind=declared)
 
 
 def params_of(name: str, table: dict[str, Any] | None) -> Params:
@@ -46,37 +59,51 @@ def reid_attack(name: str) -> ReidAttack:
     return cls()
 
 
-def reid_names(suite: list[str]) -> list[str]:
-    """The suite's closed-world re-identification attacks, in suite order."""
-    return [n for n in suite if attack(n).family == "reid"]
+def _validates(cls: type[Attack]) -> bool:
+    """Whether the attack checks more than its schema says: validators of its params model, or a check hook."""
+    decorators = cls.params.__pydantic_decorators__
+    own = any((decorators.field_validators, decorators.model_validators, decorators.field_serializers))
+    nested = any(
+        isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel) and _has_validators(f.annotation)
+        for f in cls.params.model_fields.values()
+    )
+    return own or nested or cls.check.__func__ is not Attack.check.__func__  # type: ignore[attr-defined]
 
 
-def needs_of(suite: list[str], flag: str) -> bool:
-    """Whether any attack of ``suite`` declares the boolean need ``flag`` (full_updates, records, participation)."""
-    return any(getattr(attack(n).needs, flag) for n in suite)
+def _has_validators(model: type[BaseModel]) -> bool:
+    d = model.__pydantic_decorators__
+    return bool(d.field_validators or d.model_validators)
 
 
-def unmet(name: str, params: Params, setting: Setting) -> str | None:
-    """The one-line reason why attack ``name`` cannot run in ``setting``, or None."""
+def _distribution(name: str) -> tuple[str, str]:
+    for ep in entry_points(group=GROUP):
+        if ep.name == name and ep.dist is not None:
+            return ep.dist.name, ep.dist.version
+    return "", ""
+
+
+def declare(name: str) -> Declaration:
+    """What trusted code may know of attack ``name``: its declaration as data, checked by leakbed's model."""
     cls = attack(name)
-    needs, corpus, source = cls.needs, setting.corpus, setting.source
-    modality = "image" if len(corpus.input_shape) == 3 else "text"
-    if needs.modality and needs.modality != modality:
-        return f"attack.suite: {name!r} needs {needs.modality} data; {source} is {modality}"
-    if needs.tasks is not None and corpus.task not in needs.tasks:
-        return f"attack.suite: {name!r} needs a {' or '.join(sorted(needs.tasks))} task; {source} is {corpus.task}"
-    if needs.models is not None and setting.model not in needs.models:
-        return f"attack.suite: {name!r} needs model.name {' or '.join(sorted(needs.models))}; {source} trains {setting.model!r}"
-    if needs.plain_sgd and (setting.optimizer != "sgd" or setting.momentum):
-        return (
-            f"attack.suite: {name!r} inverts Δw = η·Σ gradients, so it needs fl.optimizer = 'sgd' with fl.momentum = 0 "
-            f"(got {setting.optimizer!r}, momentum {setting.momentum:g})"
-        )
-    if needs.property_column:
-        if not all("property" in d.attrs for d in setting.prior.values()):
-            return f"attack.suite: {name!r} needs a per-example 'property' column; {source} has none"
-        values = np.concatenate([np.asarray(d.attrs["property"]).astype(bool) for d in setting.prior.values()])
-        if values.all() or not values.any():
-            only = "with" if values.any() else "without"
-            return f"attack.suite: {name!r} needs prior examples with and without the property; {source} has only {only}"
-    return cls.check(params, setting)
+    dist, version = _distribution(name)
+    try:
+        defaults = cls.params.model_validate({}).model_dump(mode="json")
+    except Exception as err:  # noqa: BLE001 - a params model with a required field: refused in one line
+        raise PluginError(f"attack {name!r}: every parameter needs a default ({type(err).__name__})") from None
+    return Declaration(
+        name=name,
+        family=cls.family,
+        params_schema=cls.params.model_json_schema(mode="validation"),
+        params_defaults=defaults,
+        validates=_validates(cls),
+        needs=cls.needs,
+        source=cls.source,
+        threat=cls.threat,
+        scoring=scoring(cls),
+        on_round=cls.on_round is not Attack.on_round,
+        builds_on=tuple(cls.builds_on),
+        score_kind=getattr(cls, "score_kind", "probability"),
+        budget=cls.budget,
+        distribution=dist,
+        version=version,
+    )

@@ -24,11 +24,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
 from core.batched_training import batched_local_updates, chunk_users, unsupported
 from core.heap import release_free_heap
+from core.knowledge import AttackerKnowledge
 from core.models import build_model
+from core.records import RoundSnapshot
 from core.training import TrainConfig, load_arrays, local_update, pick_device, state_arrays
 from core.updates import delta_vector
 
@@ -75,7 +75,7 @@ def shadow_updates(
 
 def batchable(knowledge: AttackerKnowledge, model: torch.nn.Module) -> bool:
     """Whether ``shadow_updates`` takes the batched path for this knowledge and model."""
-    if not knowledge.attack.shadow_batch_users or not set(knowledge.keys) <= {n for n, _ in model.named_parameters()}:
+    if not knowledge.shadow_batch_users or not set(knowledge.keys) <= {n for n, _ in model.named_parameters()}:
         return False
     sample = next((d.x[:1] for d in knowledge.prior.values() if len(d)), None)
     return unsupported(model, torch.from_numpy(sample) if sample is not None else None) is None
@@ -95,7 +95,7 @@ def _batched(
     task = knowledge.corpus_meta.task
     by_size = sorted(range(len(users)), key=lambda i: -len(knowledge.prior[users[i]]))
     sample = next((d.x for d in knowledge.prior.values() if len(d)), None)
-    cap = knowledge.attack.shadow_batch_users
+    cap = knowledge.shadow_batch_users
     per = chunk_users(model, torch.from_numpy(sample), task, cfg, device, cap) if sample is not None else 1
     lap("plan")
     vectors: list[np.ndarray] = [np.empty(0, np.float32)] * len(users)

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         "examples: private / prior (all users)": f"{private} / {prior}",
         "prior rule": args.rule,
         "seed": cfg.seed,
-        "attack workers / suite": f"{cfg.attack.workers} / {', '.join(cfg.attack.suite)}",
+        "attack workers / suite": f"{cfg.workers.count} / {', '.join(cfg.attack.suite)}",
         "shadow updates per round (one per known user)": users,
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
         "host CPUs": os.cpu_count(),

@@ -34,7 +34,7 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="extra config override, applied last (repeatable), e.g. attack.workers=1",
+        help="extra config override, applied last (repeatable), e.g. workers.count=1",
     )
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--rule", default="random", choices=["random", "chrono"], help="prior rule of the run (default random)")

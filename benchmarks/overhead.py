@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "runs": " + ".join(kinds),
         "plain server-side evaluation": args.plain_evaluate,
-        "attack workers / suite": f"{cfg.attack.workers} / {', '.join(cfg.attack.suite)}",
+        "attack workers / suite": f"{cfg.workers.count} / {', '.join(cfg.attack.suite)}",
         "client resources": f"{cfg.simulation.client_cpus} CPU, {cfg.simulation.client_gpus} GPU per actor",
         "host CPUs": os.cpu_count(),
         "driver warm-up (federation + model, not timed)": f"{warm:.2f} s",

@@ -46,7 +46,7 @@ DEFENSES = {  # label -> what it sets, on FEMNIST at 5 epochs of 10 examples
 
 def attack_sets() -> list[str]:
     suite = "attack.suite=[" + ", ".join(f'"{a}"' for a in ATTACKS) + "]"
-    sets = [suite, "attack.workers=2", "fl.lr=0.01", f"fl.batch_size={BATCH}", "attack.params.fedavg-inversion.iterations=300"]
+    sets = [suite, "workers.count=2", "fl.lr=0.01", f"fl.batch_size={BATCH}", "attack.params.fedavg-inversion.iterations=300"]
     sets.append(f"attack.params.fedavg-inversion.updates_per_round={UPDATES}")
     sets += [f"attack.params.{a}.updates={UPDATES}" for a in ATTACKS[:3]]
     return sets

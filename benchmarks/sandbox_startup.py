@@ -1,6 +1,6 @@
 """How long an attack worker takes from spawn to its first answer, in the sandbox and without it.
 
-``python -m benchmarks.sandbox_startup [--repeats 5] [--warm]`` starts ``attacks.worker_process.WorkerProcess``
+``python -m benchmarks.sandbox_startup [--repeats 5] [--warm]`` starts ``workers.worker_process.WorkerProcess``
 ``--repeats`` times each way (``limits=None``: a plain process on a Unix socket; ``Limits()``: bubblewrap, setpriv,
 prlimit, the seccomp filter) and times spawn → first successful Ping over its socket. Prints the settings, a table
 (median, min, max seconds) and, as its last line, a JSON summary with the sandboxed/plain ratio of the medians.
@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import grpc
+from workers.worker_process import WorkerProcess
 
-from attacks import sandbox
-from attacks.transport import GRPC_OPTIONS, pb, pb_grpc
-from attacks.worker_process import WorkerProcess
+from workers import sandbox
+from workers.transport import GRPC_OPTIONS, pb, pb_grpc
 
 
 def first_answer(limits: sandbox.Limits | None, warm: bool, root: Path, timeout: float = 120.0) -> float:

@@ -1,7 +1,7 @@
 """The scale benchmark (issue 14.2): 100, 300 and 1,000 synthetic clients, C = 0.1, 5 rounds, attack pool on.
 
 ``python -m benchmarks.scale [--users 100,300,1000] [--fraction 0.1] [--rounds 5] [--client-gpus 0]
-[--device auto] [--out DIR] [cohort options, e.g. --set attack.workers=1 --seed 0]``
+[--device auto] [--out DIR] [cohort options, e.g. --set workers.count=1 --seed 0]``
 
 Each cohort size is one ``benchmarks.cohort`` run (one leakbed run: curious strategy, shuffler,
 attack pool with one shadow update per known user and round, referee, attack fitting) in a fresh

@@ -46,11 +46,11 @@ def _cnn() -> tuple[Any, Any, str]:
     """Knowledge and round-1 snapshot of the quickstart federation."""
     import torch
 
-    from attacks.knowledge import AttackerKnowledge
-    from attacks.records import RoundSnapshot
     from core.config import build_config
     from core.data import federation
+    from core.knowledge import AttackerKnowledge
     from core.models import attack_keys, build_model
+    from core.records import RoundSnapshot
     from core.training import TrainConfig, state_arrays
 
     cfg = build_config(tomllib.loads((REPO / "configs/quickstart.toml").read_text()), [])
@@ -89,11 +89,11 @@ def _lm_user(rng: np.random.Generator, windows: int, mean_post: int) -> tuple[np
 def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
     import torch
 
-    from attacks.knowledge import AttackerKnowledge
-    from attacks.records import RoundSnapshot
     from core.config import AttackConfig, FLConfig, ModelConfig
     from core.data.corpus import Corpus, UserData
+    from core.knowledge import AttackerKnowledge
     from core.models import attack_keys, build_model
+    from core.records import RoundSnapshot
     from core.training import TrainConfig, state_arrays
 
     rng = np.random.default_rng(0)

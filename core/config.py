@@ -200,21 +200,30 @@ class FLConfig(Section):
 
 
 class SandboxLimitsConfig(Section):
-    """Resource limits of each sandboxed attack worker (``attacks.sandbox``), so that one attack module
-    cannot starve the federation."""
+    """Resource limits of each sandbox (``workers.sandbox``): one attack cannot starve the federation, fill the
+    disk or flood the run with what it writes."""
 
     memory: int = Field(8192, ge=256, le=1_048_576, description="heap and anonymous memory, RLIMIT_DATA (not GPU memory) [MiB]")
     processes: int = Field(
         1024, ge=64, le=1_048_576, description="processes and threads of the sandbox user, RLIMIT_NPROC [count]"
     )
-    file_size: int = Field(16384, ge=1, le=16_777_216, description="largest file a worker may write, RLIMIT_FSIZE [MiB]")
+    file_size: int = Field(16384, ge=1, le=16_777_216, description="largest file a sandbox may write, RLIMIT_FSIZE [MiB]")
     tmp: int = Field(1024, ge=16, le=1_048_576, description="size of its private /tmp and of its /dev/shm, each [MiB]")
+    output: int = Field(
+        1024, ge=1, le=1_048_576, description="disk quota of an attack's own output folder (a tmpfs of that size) [MiB]"
+    )
+    result: int = Field(
+        256, ge=1, le=16_384, description="largest result an attack hands back, uncompressed arrays included [MiB]"
+    )
+    log: int = Field(
+        16, ge=1, le=16_384, description="most of an attack's log kept on disk; the rest is counted, not written [MiB]"
+    )
 
 
 class AttackConfig(Section):
-    """The attacks of a run (``attack.suite``, each with its parameters in ``attack.params``) and the worker pool
-    that runs them. Core knows the attacks' names and their parameter tables; each attack validates its own table
-    (its plugin's parameter model, ``attacks.registry``) before anything starts."""
+    """The attacks of a run: ``attack.suite``, each with its parameters in ``attack.params``. Core knows the attacks'
+    names and their parameter tables; each table is checked against its attack's declared schema, and by the attack's
+    own model in a sandbox, before anything starts. How the attacks run is ``[workers]``."""
 
     suite: Annotated[list[str], AfterValidator(_attack_names), Distinct] = Field(
         ["mlp", "svm", "knn"],
@@ -226,35 +235,9 @@ class AttackConfig(Section):
     params: dict[str, dict[str, Any]] = Field(
         {},
         max_length=32,
-        description="each attack's parameters under its name ([attack.params.<name>]); validated by the attack's own "
-        "model and frozen with its defaults into config.toml [table]",
+        description="each attack's parameters under its name ([attack.params.<name>]); checked against the attack's "
+        "declared schema and frozen with its defaults into config.toml [table]",
     )
-    workers: int = Field(2, ge=1, le=64, description="attack worker processes [count]")
-    queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
-    submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
-    worker_addresses: Annotated[list[str], AfterValidator(_worker_addresses)] = Field(
-        [],
-        max_length=64,
-        description="running attack workers (deployment): host:port (mutual TLS with tls_*) or unix:/path of a socket "
-        "(a worker container without network); empty = spawn `workers` local, sandboxed ones [addresses]",
-    )
-    tls_root_cert: str = Field(
-        "",
-        max_length=4096,
-        description="the run's CA (PEM): the pool verifies remote attack workers (worker_addresses) against it and "
-        "presents tls_cert, signed by it (mutual TLS); empty = plaintext gRPC; local workers use Unix sockets [path]",
-    )
-    tls_cert: str = Field("", max_length=4096, description="the pool's client certificate (PEM), with tls_root_cert [path]")
-    tls_key: str = Field("", max_length=4096, description="the private key (PEM) of tls_cert [path]")
-    retry_seconds: float = Field(
-        120.0, gt=0.0, le=86_400.0, description="redeliver a task to other workers this long before counting it failed [s]"
-    )
-    sandbox: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="run locally spawned attack workers in the bubblewrap sandbox (attacks/sandbox.py): auto = where it "
-        "can start (else unsandboxed, and the report and metrics say so first), on = refuse to run without, off = never [mode]",
-    )
-    limits: SandboxLimitsConfig = SandboxLimitsConfig()
     score_every: int = Field(
         0, ge=0, le=100_000, description="score the attacks on what has arrived every N rounds; 0 = only at the end [rounds]"
     )
@@ -274,8 +257,50 @@ class AttackConfig(Section):
             raise ValueError(f"{stray[0]!r} is not an attack of attack.suite {info.data.get('suite', [])}")
         return params
 
+
+class WorkersConfig(Section):
+    """How the attacks run: one sandbox per attack and prior (``workers/``), how many run at once, their limits and
+    deadlines, or the remote attack workers of a deployment and the TLS that reaches them."""
+
+    count: int = Field(2, ge=1, le=64, description="sandboxed attack tasks running at once [count]")
+    queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
+    submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")
+    addresses: Annotated[list[str], AfterValidator(_worker_addresses)] = Field(
+        [],
+        max_length=64,
+        description="running attack workers (deployment): host:port (mutual TLS with tls_*) or unix:/path of a socket "
+        "(a worker container without network); empty = sandboxes spawned on this host [addresses]",
+    )
+    tls_root_cert: str = Field(
+        "",
+        max_length=4096,
+        description="the run's CA (PEM): the pool verifies remote attack workers (workers.addresses) against it and "
+        "presents tls_cert, signed by it (mutual TLS); empty = plaintext gRPC; local sandboxes use pipes [path]",
+    )
+    tls_cert: str = Field("", max_length=4096, description="the pool's client certificate (PEM), with tls_root_cert [path]")
+    tls_key: str = Field("", max_length=4096, description="the private key (PEM) of tls_cert [path]")
+    retry_seconds: float = Field(
+        120.0, gt=0.0, le=86_400.0, description="retry a task on another remote worker this long before counting it failed [s]"
+    )
+    sandbox: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="run attack code in the bubblewrap sandbox (workers/sandbox.py): auto = where it can start (else "
+        "unsandboxed, and the report and metrics say so first), on = refuse to run without, off = never [mode]",
+    )
+    limits: SandboxLimitsConfig = SandboxLimitsConfig()
+    task_deadline: float = Field(
+        1800.0,
+        gt=0.0,
+        le=604_800.0,
+        description="an attack task (a round's hook, a fit) past this is ended and reported failed with 'deadline'; "
+        "an attack's own budget parameter overrides it [s]",
+    )
+    drain_deadline: float = Field(
+        1800.0, gt=0.0, le=604_800.0, description="wait at the end of the federation for the attack side to catch up [s]"
+    )
+
     @model_validator(mode="after")
-    def _mutual_tls(self) -> AttackConfig:
+    def _mutual_tls(self) -> WorkersConfig:
         given = [bool(self.tls_root_cert), bool(self.tls_cert), bool(self.tls_key)]
         if any(given) and not all(given):
             raise ValueError("tls_root_cert, tls_cert and tls_key go together (mutual TLS with the remote workers)")
@@ -406,6 +431,7 @@ class ExperimentConfig(Section):
     model: ModelConfig = ModelConfig()
     fl: FLConfig = FLConfig()
     attack: AttackConfig = AttackConfig()
+    workers: WorkersConfig = WorkersConfig()
     simulation: SimulationConfig = SimulationConfig()
     defenses: list[DefenseConfig] = Field([], max_length=16, description="device-side defenses, applied in order [list]")
     background: BackgroundConfig = BackgroundConfig()
@@ -413,11 +439,56 @@ class ExperimentConfig(Section):
     adversary: AdversaryConfig = AdversaryConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, tree: Any) -> Any:
+        return move_keys(tree) if isinstance(tree, dict) else tree
+
     @model_validator(mode="after")
     def _needs_path(self) -> ExperimentConfig:
         if self.data.source != "synthetic" and not self.data.path:
             raise ValueError(f"data.path is required for data.source = {self.data.source!r}")
         return self
+
+
+class ConfigKeyMoved(UserWarning):
+    """An old config's key was read under its new name (one line: old, new)."""
+
+
+# keys that moved or were renamed: an old config keeps loading, with a one-line notice naming the new key
+MOVED: dict[tuple[str, str], tuple[str, str]] = {
+    ("attack", "attackers"): ("attack", "suite"),
+    ("attack", "workers"): ("workers", "count"),
+    ("attack", "queue_size"): ("workers", "queue_size"),
+    ("attack", "submit_timeout"): ("workers", "submit_timeout"),
+    ("attack", "worker_addresses"): ("workers", "addresses"),
+    ("attack", "tls_root_cert"): ("workers", "tls_root_cert"),
+    ("attack", "tls_cert"): ("workers", "tls_cert"),
+    ("attack", "tls_key"): ("workers", "tls_key"),
+    ("attack", "retry_seconds"): ("workers", "retry_seconds"),
+    ("attack", "sandbox"): ("workers", "sandbox"),
+    ("attack", "limits"): ("workers", "limits"),
+}
+
+
+def move_keys(tree: dict[str, Any]) -> dict[str, Any]:
+    """``tree`` with every key of ``MOVED`` under its new name, each move a ``ConfigKeyMoved`` warning; a key given
+    under both names is a ValueError."""
+    import warnings
+
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in tree.items()}
+    for (old_section, old_key), (new_section, new_key) in MOVED.items():
+        section = out.get(old_section)
+        if not isinstance(section, dict) or old_key not in section:
+            continue
+        target = out.setdefault(new_section, {})
+        if not isinstance(target, dict):
+            continue
+        if new_key in target:
+            raise ValueError(f"{old_section}.{old_key} and {new_section}.{new_key} both given: keep {new_section}.{new_key}")
+        target[new_key] = section.pop(old_key)
+        warnings.warn(f"{old_section}.{old_key} is now {new_section}.{new_key}: read as such", ConfigKeyMoved, stacklevel=2)
+    return out
 
 
 class ConfigError(ValueError):

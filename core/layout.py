@@ -2,9 +2,11 @@
 
 A run folder holds three separately owned trees:
 
-* ``attack-store/<rule>/``: the attack side's whole world (anonymous updates, global models, its
-  knowledge and outputs). Attack workers are given this root and nothing else (a sandbox of
-  their own locally, a volume of their own in containers).
+* ``attack-store/<rule>/``: the attack side's inputs (anonymous updates, global models, its knowledge, the
+  shadow updates), written by trusted code only. Each attack's sandbox gets its prior's store read-only and
+  nothing else of the run (a volume of its own, read-only, in containers); an attack writes only a tmpfs of
+  its own, and hands its outputs back through its lane's pipe.
+* ``<rule>/outputs/``: each attack's outputs as trusted code checked and wrote them (what the referee scores).
 * ``referee/<rule>/``: the sealed truth; written by the shuffler, read by the referee only. It is
   neither inside, beside (a sibling) nor above the store root.
 * ``<rule>/`` and the top level: the frozen config, scored metrics, report and figures.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STORE_DIR = "attack-store"
+OUTPUTS_DIR = "outputs"
 REFEREE_DIR = "referee"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -72,3 +75,12 @@ class RunLayout:
     def results(self, rule: str) -> Path:
         """Scored metrics, figures and analyses of one prior."""
         return self.root / check_run_id(rule)
+
+    def outputs(self, rule: str) -> Path:
+        """The attacks' outputs of one prior as trusted code checked and wrote them (``<name>.npz``), with the ids of
+        the anonymous updates each fit was given (``<name>.given.npy``): what the referee scores."""
+        return self.results(rule) / OUTPUTS_DIR
+
+    def logs(self) -> Path:
+        """The sandboxes' logs (what attack code printed, written by trusted code up to a cap)."""
+        return self.root / "attack-logs"

@@ -131,3 +131,34 @@ class UpdateStore:
 
     def shadow_rounds(self) -> list[int]:
         return sorted(int(f.stem[1:]) for f in (self.root / "shadow").glob("r*.npz"))
+
+    def write_config(self, rnd: int, train_config: dict) -> Path:
+        """The training config the server sent with round ``rnd`` (JSON)."""
+        import json
+
+        folder = self.root / "config"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"r{rnd:06d}.json"
+        tmp = folder / f".r{rnd:06d}.{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(train_config), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def read_config(self, rnd: int) -> dict:
+        import json
+
+        return json.loads((self.root / "config" / f"r{rnd:06d}.json").read_text(encoding="utf-8"))
+
+    def anon_ids(self) -> np.ndarray:
+        """The ids of every anonymous update filed so far (without reading their vectors)."""
+        parts = []
+        for f in sorted((self.root / "anon").glob("r*.npz")):
+            with np.load(f) as z:
+                parts.append(z["ids"])
+        return np.concatenate(parts) if parts else np.empty(0, str)
+
+    def global_rounds(self) -> list[int]:
+        return sorted(int(f.stem[1:]) for f in (self.root / "global").glob("r*.npz"))
+
+    def anon_full_rounds(self) -> list[int]:
+        return sorted({int(f.stem[1:7]) for f in (self.root / "anon_full").glob("r*.npz")})

@@ -12,7 +12,7 @@
 #                             --ssl-keyfile`), signed by the CA, for localhost, 127.0.0.1 and the
 #                             compose names attack-worker-0 .. attack-worker-<W-1>, W =
 #                             $LEAKBED_CERT_WORKERS (default 8); the pool checks it against ca.crt
-#   pool.pem, pool.key        the ServerApp pool's client certificate (attack.tls_cert / tls_key),
+#   pool.pem, pool.key        the ServerApp pool's client certificate (workers.tls_cert / tls_key),
 #                             signed by the CA: the workers (--ssl-ca-certfile) serve no client without one
 #   node-<i>, node-<i>.pub    one ECDSA key pair per SuperNode (i = 0..N-1), made with ssh-keygen
 #                             as in Flower's docs: the .pub is registered with

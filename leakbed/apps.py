@@ -20,9 +20,10 @@ from flwr.serverapp import Grid, ServerApp
 
 from core.config import ConfigError, ExperimentConfig, dump_config, load_config, split_overrides
 from core.data import DataError
+from core.declaration import Declaration
 from core.layout import RunLayout
 from core.paths import default_run_dir
-from leakbed.preflight import preflight, resolve
+from leakbed.preflight import declarations, preflight, resolve
 from leakbed.report import write_report
 from leakbed.server_defenses import ServerDefenses
 from referee.judge import RunJudge
@@ -72,14 +73,16 @@ def write_progress(folder: Path, rnd: int, rounds: int, utility: float) -> None:
     os.replace(tmp, folder / PROGRESS_FILE)
 
 
-def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, str]:
-    """The resolved config and the prior to run, or ``Refused`` (one line) before anything is written."""
+def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, str, dict[str, Declaration]]:
+    """The resolved config, the prior to run and the suite's declarations, or ``Refused`` (one line) before anything
+    is written."""
     try:
         cfg = load_config(config or None, split_overrides(overrides))
         rule = prior or cfg.split.priors[0]
         if rule not in cfg.split.priors:
             raise ConfigError(f"prior {rule!r} is not one of split.priors {cfg.split.priors}")
-        return preflight(cfg, [rule]), rule
+        cfg = preflight(cfg, [rule])
+        return cfg, rule, declarations(cfg)
     except (ConfigError, DataError, ValueError) as err:
         raise Refused(str(err).splitlines()[0]) from None
 
@@ -111,7 +114,7 @@ server_app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """One prior of the configured experiment into ``out-dir``, then the report."""
     rc = context.run_config
-    cfg, rule = checked(str(rc.get("config", "")), str(rc.get("set", "")), str(rc.get("prior", "")))
+    cfg, rule, decls = checked(str(rc.get("config", "")), str(rc.get("set", "")), str(rc.get("prior", "")))
     layout = RunLayout.from_env(Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}")))
     claim(layout, cfg, rule)
     out = layout.results(rule)
@@ -119,6 +122,6 @@ def main(grid: Grid, context: Context) -> None:
     def progress(rnd: int, utility: dict[str, float]) -> None:
         write_progress(out, rnd, cfg.fl.rounds, utility["utility"])
 
-    run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule), ServerDefenses(cfg), progress)
+    run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule, decls), ServerDefenses(cfg), decls, progress)
     write_report(layout.root)
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values

@@ -50,19 +50,33 @@ def _out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
     return path
 
 
-def _print_table(run_dir: Path) -> None:
-    from rich.console import Console
+def _rich_table(title: str, header: list[str], rows: list[list[str]], caption: str = ""):  # noqa: ANN202
+    """A rich table whose cells are plain text (no rich markup in a name or a plugin's words)."""
     from rich.table import Table
+    from rich.text import Text
 
-    from leakbed.report import load_runs, table_rows
-
-    header, rows = table_rows(load_runs(run_dir))
-    table = Table(title="Re-identification (closed world): AP % (× chance), top-1 %, top-5 %")
+    table = Table(title=title, caption=Text(caption) if caption else None, caption_justify="left")
     for h in header:
         table.add_column(h)
     for r in rows:
-        table.add_row(*r)
-    Console().print(table)
+        table.add_row(*(Text(c) for c in r))
+    return table
+
+
+def _print_table(run_dir: Path) -> None:
+    """The closed-world table; beside it the suite's other attacks (plugins included), and where each is written."""
+    from rich.console import Console
+
+    from leakbed.report import load_runs, other_attack_rows, table_footnote, table_rows, written_line
+
+    runs = load_runs(run_dir)
+    console = Console()
+    title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
+    console.print(_rich_table(title, *table_rows(runs), caption=table_footnote(runs)))
+    header, rows = other_attack_rows(runs)
+    if rows:
+        console.print(_rich_table("Other attacks (scored by the referee; details in the report)", header, rows))
+        console.print(written_line(run_dir, runs), markup=False, highlight=False, soft_wrap=True)
 
 
 def _progress():
@@ -171,14 +185,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_attack_worker(args: argparse.Namespace) -> int:
-    from attacks.remote import run
+    from workers.remote import run
 
     return run(args)
 
 
 def cmd_sandbox_run(args: argparse.Namespace) -> int:
-    """Run a program in exactly the sandbox an attack worker gets; its exit code and output pass through."""
-    from attacks import sandbox
+    """Run a program in exactly the sandbox an attack's lane gets (``--store`` read-only at /leakbed/inputs, a
+    writable tmpfs of its own at /leakbed/out, the working directory); its exit code and output pass through."""
+    from workers import sandbox
+    from workers.lane import INPUTS
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
@@ -192,7 +208,7 @@ def cmd_sandbox_run(args: argparse.Namespace) -> int:
             raise ValueError("--memory-mb must be 64..1048576, --processes 16..1048576, --file-size-mb at least 1")
     except ValueError as err:
         return _fail(str(err))
-    proc = sandbox.Sandbox(store, limits).popen(command)
+    proc = sandbox.Sandbox(limits, [sandbox.Mount(store, INPUTS)]).popen(command)
     return proc.wait()
 
 
@@ -328,14 +344,15 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--out", help="sweep folder; an existing sweep folder is resumed")
     w.add_argument("--ray-address", metavar="HOST:PORT", help=RAY_ADDRESS_HELP)
     w.set_defaults(fn=cmd_sweep)
-    from attacks.remote import add_arguments as worker_arguments
+    from workers.remote import add_arguments as worker_arguments
 
     a = sub.add_parser("attack-worker", help="a remote attack worker: mutual TLS on TCP, the attack code in the sandbox")
     worker_arguments(a)
     a.set_defaults(fn=cmd_attack_worker)
-    b = sub.add_parser("sandbox-run", help="run a program in exactly the sandbox an attack worker gets, over a store folder")
-    b.add_argument("--store", required=True, help="the store folder: read-write at its own path, the working directory")
-    b.add_argument("--memory-mb", type=int, default=8192, help="RLIMIT_DATA [MiB] (default 8192, as attack.limits.memory)")
+    b = sub.add_parser("sandbox-run", help="run a program in exactly the sandbox an attack's lane gets, over a store folder")
+    b.add_argument("--store", required=True, help="the store folder, read-only at /leakbed/inputs; the program writes only "
+                   "/leakbed/out (its working directory, a tmpfs) [path]")
+    b.add_argument("--memory-mb", type=int, default=8192, help="RLIMIT_DATA [MiB] (default 8192, as workers.limits.memory)")
     b.add_argument("--processes", type=int, default=1024, help="RLIMIT_NPROC of the sandbox user (default 1024)")
     b.add_argument("--file-size-mb", type=int, default=16384, help="RLIMIT_FSIZE [MiB] (default 16384)")
     b.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")

@@ -5,7 +5,7 @@ so the per-device services are written out one by one from the templates in
 ``deploy/templates/`` (``__I__`` = index, ``__N__`` = SuperNodes, ``__PORT__`` = the SuperNode's
 runtime port, ``__W__`` = workers). The committed ``docker-compose.yml``, its overlays
 ``deploy/compose.tls.yml`` and ``deploy/compose.gpu.yml``, ``deploy/prometheus/prometheus.yml`` and
-the attack workers' seccomp profile ``deploy/seccomp/attack-worker.json`` (``attacks.seccomp``) are
+the attack workers' seccomp profile ``deploy/seccomp/attack-worker.json`` (``workers.seccomp``) are
 the rendering for the defaults; a test checks they equal a fresh one.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from attacks.seccomp import oci_profile
+from workers.seccomp import oci_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "deploy" / "templates"
@@ -80,7 +80,7 @@ def _per_device(template: str, supernodes: int, workers: int) -> dict:
 
 
 def worker_addresses(workers: int) -> list[str]:
-    """The ``attack.worker_addresses`` of the ServerApp: each worker's Unix socket on its volume."""
+    """The ``workers.addresses`` of the ServerApp: each worker's Unix socket on its volume."""
     return [f"unix:{WORKER_SOCKETS}/{w}/worker.sock" for w in range(workers)]
 
 
@@ -123,7 +123,7 @@ def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAU
     """One file's text: ``kind`` is base, tls, gpu, prometheus or seccomp."""
     check_counts(supernodes, workers)
     if kind == "seccomp":  # JSON has no comments: the profile names its source in a key of its own
-        profile = {"comment": "leakbed attack workers: rendered from attacks/seccomp.py", **oci_profile()}
+        profile = {"comment": "leakbed attack workers: rendered from workers/seccomp.py", **oci_profile()}
         return json.dumps(profile, indent=1) + "\n"
     if kind not in RENDERERS:
         raise ComposeError(f"--file {kind}: must be one of {', '.join([*RENDERERS, 'seccomp'])}")
@@ -155,7 +155,7 @@ def overrides(supernodes: int, workers: int, tls: bool = False) -> list[str]:
     addresses = ",".join(f'"{a}"' for a in worker_addresses(workers))
     return [
         f"data.synthetic.users={supernodes}",
-        f"attack.worker_addresses=[{addresses}]",
+        f"workers.addresses=[{addresses}]",
         "attack.score_every=5",
         f"telemetry.port={SERVER_METRICS_PORT}",
         "telemetry.host=0.0.0.0",

@@ -215,9 +215,9 @@ def deploy_local(
     # The run's config as the ServerApp will load it: the attack workers' addresses and CA, /metrics added.
     run_cfg = cfg.model_copy(
         update={
-            "attack": cfg.attack.model_copy(
+            "workers": cfg.workers.model_copy(
                 update={
-                    "worker_addresses": [f"127.0.0.1:{p}" for p in ports.workers],
+                    "addresses": [f"127.0.0.1:{p}" for p in ports.workers],
                     "tls_root_cert": str(certs / "ca.crt"),
                     "tls_cert": str(certs / "pool.pem"),
                     "tls_key": str(certs / "pool.key"),
@@ -270,8 +270,8 @@ def deploy_local(
                 f"attack-worker-{i}",
                 [
                     *(str(bin_dir / "leakbed"), "attack-worker"),
-                    *("--port", str(port), "--store", str(store_root), "--warm"),
-                    *("--sandbox", cfg.attack.sandbox),  # the same sandbox as a simulation's workers
+                    *("--port", str(port), "--store", str(store_root)),
+                    *("--sandbox", cfg.workers.sandbox),  # the same sandbox as a simulation's workers
                     *("--log-dir", str(out / "logs" / f"attack-worker-{i}")),
                     *("--ssl-certfile", str(certs / "worker.pem"), "--ssl-keyfile", str(certs / "worker.key")),
                     *("--ssl-ca-certfile", str(certs / "ca.crt")),

@@ -12,67 +12,69 @@ A plugin is a Python package of its own that publishes its classes under two ent
 A run then names them: ``attack.suite = ["my-attack"]`` with ``[attack.params.my-attack]``, and
 ``defenses = [{name = "my-defense", ...its params}]``. Nothing of leakbed changes.
 
-What each side may use (everything is imported lazily: a name is loaded when a plugin first uses it, so an
-attack module in its sandboxed worker pulls in the attack side only, and a scorer the referee side only):
+An attack's code runs only in sandboxes: its own lane per prior (``on_round``, ``fit``, ``predict``), the
+introspection that reads its declaration, the check of its parameters, and its own scorer if it has one. What each
+side may use (``docs/reference/plugin-api.md`` documents every name):
 
-* attack side (the hooks run in a sandboxed attack worker): ``Attack``, ``ReidAttack`` (the closed-world
-  re-identification family), ``Needs``, ``Setting``, ``AttackContext``, ``Outputs``, ``Scores``, ``RoundSnapshot``,
-  ``Corpus``, ``UserData``; for attacks that work on the model itself (gradient inversion), ``build_model``,
-  ``load_arrays`` (a round's global model as a torch module), ``pick_device`` (CUDA when present), and seed 004's
-  ``feature_split``, ``train_property_net``, ``predict_property``;
-* referee side (an attack's scorer, named by ``Attack.scorer`` as ``"module:function"``): ``ScoreContext``,
-  ``reid_metrics``, ``random_ranking_ap``, ``score_reconstruction`` (the reconstruction attacks' scores: matched
-  property accuracy, PSNR and share of images recovered, label accuracy);
-* defenses (their hooks run on the devices; a server half on the server): ``Defense``, ``DeviceContext``,
-  ``DefenseSetting``, ``ServerContext``, ``reply_mod`` (an update-level Mod from a rule on the weights);
-* both: ``Params`` and ``NoParams``, the base of a plugin's parameter model, and ``ATTACKS`` / ``DEFENSES``,
-  the entry-point group names.
+* attack side: ``Attack``, ``ReidAttack``, ``Needs``, ``Setting``, ``AttackContext`` (``store``: an ``InputsView``,
+  read-only; ``folder``: its own), ``AttackerKnowledge``, ``Outputs``, ``Scores``, ``RoundSnapshot``, ``Corpus``,
+  ``UserData``, ``Scoring``; for attacks that work on the model itself, ``build_model``, ``load_arrays``,
+  ``pick_device`` and seed 004's ``feature_split``, ``train_property_net``, ``predict_property``;
+* a plugin's own scorer (``Scoring(kind="plugin", ...)``, run in the scoring sandbox): ``ScoreContext``,
+  ``TruthView``, ``reid_metrics``, ``random_ranking_ap``;
+* defenses (device code): ``Defense``, ``DeviceContext``, ``DefenseSetting``, ``ServerContext``, ``reply_mod``;
+* both: ``Params`` and ``NoParams``, the base of a plugin's parameter model, and ``ATTACKS`` / ``DEFENSES``, the
+  entry-point group names.
+
+The attack side and the scorer side are imported here; the names that pull in torch or Flower (the model helpers,
+the defense contract) load on first use, so a lane that needs neither does not pay for them.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from attacks.contract import Attack, AttackContext, Outputs, ReidAttack, Scores
+from attacks.scoring import ScoreContext, TruthView
+from core.data.corpus import Corpus, UserData
+from core.declaration import Needs, Scoring, Setting
+from core.inputs import InputsView
+from core.knowledge import AttackerKnowledge
+from core.params import NoParams, Params
+from core.records import RoundSnapshot
+from core.reid_metrics import random_ranking_ap, reid_metrics
+
+if TYPE_CHECKING:  # loaded on first use (torch, Flower): see __getattr__
+    pass
 
 ATTACKS = "leakbed.attacks"
 DEFENSES = "leakbed.defenses"
 
-_WHERE = {
-    "Params": "core.params",
-    "NoParams": "core.params",
-    "Corpus": "core.data.corpus",
+_LAZY = {
     "build_model": "core.models",
     "load_arrays": "core.training",
     "pick_device": "core.training",
-    "UserData": "core.data.corpus",
-    "Attack": "attacks.contract",
-    "ReidAttack": "attacks.contract",
-    "Needs": "attacks.contract",
-    "Setting": "attacks.contract",
-    "AttackContext": "attacks.contract",
-    "Outputs": "attacks.contract",
-    "Scores": "attacks.contract",
-    "RoundSnapshot": "attacks.records",
-    "feature_split": "attacks.feature_inference",
+    "feature_split": "core.features",
     "train_property_net": "attacks.feature_inference",
     "predict_property": "attacks.feature_inference",
-    "ScoreContext": "referee.context",
-    "reid_metrics": "referee.reid_metrics",
-    "random_ranking_ap": "referee.reid_metrics",
-    "score_reconstruction": "referee.score_reconstruction",
     "Defense": "defenses.contract",
     "DeviceContext": "defenses.contract",
     "DefenseSetting": "defenses.contract",
     "ServerContext": "defenses.contract",
     "reply_mod": "defenses.mod_reply",
 }
-__all__ = ["ATTACKS", "DEFENSES", *_WHERE]
+__all__ = [
+    "ATTACKS", "DEFENSES", "Attack", "AttackContext", "AttackerKnowledge", "Corpus", "InputsView", "Needs", "NoParams",
+    "Outputs", "Params", "ReidAttack", "RoundSnapshot", "ScoreContext", "Scores", "Scoring", "Setting", "TruthView",
+    "UserData", "random_ranking_ap", "reid_metrics", *_LAZY,
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
+    if name not in _LAZY:
         raise AttributeError(f"leakbed.plugin has no {name!r}; a plugin may use: {', '.join(__all__)}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
+    value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
 

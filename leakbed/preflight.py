@@ -1,42 +1,65 @@
 """One preflight for every way a run starts (``leakbed run``, ``flwr run``, ``leakbed deploy-local``, a sweep).
 
-It resolves the plugins a config names (each attack's and each defense's parameters validated by the plugin's
-own model and filled with their defaults, so that the frozen ``config.toml`` states them all), then checks the
-run against what they declare they need, before anything starts: a config the run cannot serve is one line,
-never a federation that fails in every round.
+It learns each attack the config names as a declaration (data, from a sandboxed introspection: no attack module is
+ever imported here, ``workers.introspect``), checks each attack's parameters against its declared schema and fills
+in its defaults (so the frozen ``config.toml`` states them all), checks each defense the same way through its own
+registry, then checks the run against what they declare they need, and runs the attacks' own checks (their params
+validators, their ``check`` hooks) in a sandbox. A config the run cannot serve is one line, never a federation that
+fails in every round.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import ValidationError
 
-from attacks import registry as attack_registry
-from attacks.contract import Setting
-from attacks.sandbox import limits_for
 from core.adoption import adopters
 from core.config import ConfigError, DefenseConfig, ExperimentConfig, one_line
 from core.data import Federation, federation
+from core.declaration import Declaration, ParamsError, Setting, check_params, unmet
+from core.derive import derived_seed
+from core.entry_points import PluginError
+from core.knowledge import AttackerKnowledge
 from core.models import attack_keys, build_model, resolve_name
 from core.multitask import check_adversary
 from core.property_plan import check_property_setup
 from defenses import registry as defense_registry
 from defenses.contract import DefenseSetting
 from leakbed.cluster import check_ray_address
+from referee.kinds import KINDS
 from server.plan import sampled_per_round
-from server.run_parts import tls_files
+from workers.checks import RunFacts, own_checks
+from workers.introspect import for_workers
+from workers.sandbox import limits_for
+from workers.tls import tls_files
 
 
-def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
-    """``cfg`` with every plugin it names found and its parameters validated and completed; ConfigError (one
-    line) for an unknown plugin, one that fails to load, or parameters its model refuses."""
+def declarations(cfg: ExperimentConfig) -> dict[str, Declaration]:
+    """The declarations of the suite's attacks (cached per installed distribution); ConfigError (one line) for an
+    unknown attack, one that fails to load or declares itself wrongly, or one scored by a kind the referee lacks."""
+    try:
+        found = for_workers(cfg.workers).declarations(cfg.attack.suite)
+    except PluginError as err:
+        raise ConfigError(f"attack.suite: {str(err).removeprefix('attack.suite: ')}") from None
+    for name, decl in found.items():
+        kind = decl.scoring.kind
+        if kind != "plugin" and kind not in KINDS:
+            known = ", ".join(sorted(KINDS))
+            raise ConfigError(f"attack.suite: {name!r} is scored by kind {kind!r}; the referee's kinds: {known}")
+    return found
+
+
+def resolve(cfg: ExperimentConfig, decls: dict[str, Declaration] | None = None) -> ExperimentConfig:
+    """``cfg`` with every plugin it names found and its parameters checked and completed; ConfigError (one line) for
+    an unknown plugin, one that fails to load, or parameters its schema refuses."""
+    decls = declarations(cfg) if decls is None else decls
     tables = {}
     for name in cfg.attack.suite:
         try:
-            tables[name] = attack_registry.params_of(name, cfg.attack.params.get(name)).model_dump(mode="json")
-        except attack_registry.PluginError as err:
-            raise ConfigError(f"attack.suite: {err}") from None
-        except ValidationError as err:
-            raise ConfigError(one_line(err, f"attack.params.{name}")) from None
+            tables[name] = check_params(decls[name], cfg.attack.params.get(name), f"attack.params.{name}")
+        except ParamsError as err:
+            raise ConfigError(str(err)) from None
     defenses = []
     for i, entry in enumerate(cfg.defenses):
         try:
@@ -53,28 +76,33 @@ def preflight(cfg: ExperimentConfig, priors: list[str] | None = None) -> Experim
     """The resolved config (``resolve``) once every prior's federation (or those of ``priors``) loads and the model
     builds, and every attack, defense, adversary and property plan can run on them; ConfigError, DataError or
     ValueError (one line) otherwise."""
-    cfg = resolve(cfg)
-    if cfg.attack.worker_addresses:
-        tls_files(cfg.attack)  # the pool's mutual-TLS files: a missing one is refused now, not when the pool starts
+    if cfg.workers.addresses:
+        tls_files(cfg.workers)  # the pool's mutual-TLS files: a missing one is refused now, not when the pool starts
     else:
-        limits_for(cfg.attack)  # attack.sandbox = 'on' where no sandbox can start: refused now, not mid-run
+        limits_for(cfg.workers)  # workers.sandbox = 'on' where no sandbox can start: refused now, not mid-run
+    decls = declarations(cfg)
+    cfg = resolve(cfg, decls)
     check_ray_address(cfg)  # simulation.ray_address: a cluster that does not answer stops here, not in Ray's retries
+    own: dict[str, tuple[AttackerKnowledge, RunFacts]] = {}
     for rule in cfg.split.priors if priors is None else priors:
-        check_prior(cfg, federation(cfg, rule))
-    return cfg
+        own[rule] = check_prior(cfg, federation(cfg, rule), decls)
+    try:
+        tables = own_checks(decls, dict(cfg.attack.params), own, None if cfg.workers.addresses else limits_for(cfg.workers)[0])
+    except ParamsError as err:
+        raise ConfigError(str(err)) from None
+    return cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables})})
 
 
-def check_prior(cfg: ExperimentConfig, fed: Federation) -> None:
-    """Everything one prior's federation must serve: the attacks' needs, the defenses' compatibility, who adopts
-    them, an adversarial participant, a property plan, and a shuffler batch the run can fill."""
+def check_prior(cfg: ExperimentConfig, fed: Federation, decls: dict[str, Declaration]) -> tuple[AttackerKnowledge, RunFacts]:
+    """Everything one prior's federation must serve: the attacks' declared needs, the defenses' compatibility, who
+    adopts them, an adversarial participant, a property plan, and a shuffler batch the run can fill. Returns what
+    the attacks' own checks see of it."""
     model = build_model(cfg.model, fed.corpus)
-    attack_keys(model, cfg.model.attack_layers)
+    keys = attack_keys(model, cfg.model.attack_layers)
     state = model.state_dict()
     secagg = cfg.fl.secure_aggregation == "secagg+"
-    setting = Setting(
+    facts = RunFacts(
         source=f"data.source {cfg.data.source!r} ({fed.corpus.name})",
-        corpus=fed.corpus,
-        prior=fed.prior(),
         model=resolve_name(cfg.model, fed.corpus),
         parameters=tuple(state),
         optimizer=cfg.fl.optimizer,
@@ -82,8 +110,9 @@ def check_prior(cfg: ExperimentConfig, fed: Federation) -> None:
         local_steps=cfg.fl.local_steps,
         secure_aggregation=secagg,
     )
+    setting = Setting(corpus=fed.corpus, prior=fed.prior(), **vars(facts))
     for name in cfg.attack.suite:
-        why = attack_registry.unmet(name, attack_registry.params_of(name, cfg.attack.params.get(name)), setting)
+        why = unmet(decls[name], setting)
         if why:
             raise ConfigError(why)
     ints = [k for k, v in state.items() if not v.is_floating_point()]
@@ -101,3 +130,8 @@ def check_prior(cfg: ExperimentConfig, fed: Federation) -> None:
             f"shuffler.batch_min {cfg.shuffler.batch_min} exceeds the run's {total} updates (rounds x devices per round): "
             "the shuffler would never release one"
         )
+    knowledge = AttackerKnowledge(
+        prior=fed.prior(), corpus_meta=replace(fed.corpus, users={}), model=cfg.model, keys=keys,
+        seed=derived_seed(cfg.seed, "attacker"), device=cfg.device, shadow_batch_users=cfg.attack.shadow_batch_users,
+    )  # fmt: skip
+    return knowledge, facts

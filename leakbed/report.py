@@ -6,6 +6,8 @@ It reads only the per-prior ``metrics.json`` files a run wrote, so any run can b
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 from studies.sections import analysis_lines, participant_lines
@@ -15,6 +17,18 @@ METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
 
 
 SUMMARY_KEYS = ("users", "rounds", "attackers", "utility", "pool", "rounds_log", "fl_seconds", "attack_fit_seconds")
+
+# counts a scorer may write as floats (``24.0``); an int in metrics.json is a count whatever its name
+COUNT_NAMES = frozenset(
+    {"updates", "users", "rounds", "count", "images", "pairs", "samples", "observations", "adopters", "devices", "epochs"}
+)
+COUNT_SUFFIXES = ("_updates", "_users", "_rounds", "_count", "_images", "_pairs", "_missing", "_samples", "_steps")
+# the referee's account of an attack's rows, shown apart from its scores
+COVERAGE_KEYS = ("coverage", "rows_missing")
+MISSING_ROWS = "missing rows scored as a random ranking"
+PLUGIN_SCORED = "scored by the plugin's own scorer, in the scoring sandbox"
+SAID = re.compile(r"attack '([^']*)' said: ?")  # how the pool labels an attack's own words in its errors
+ERRORS_SHOWN = 10  # pool errors listed per prior (metrics.json holds them all)
 
 
 class RunFolderError(ValueError):
@@ -66,8 +80,104 @@ def sandbox_line(runs: dict[str, dict]) -> str:
     return f"**Warning: the attack code ran {text}.**" if "NOT SANDBOXED" in text else f"Attack side: {text}."
 
 
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def is_count(key: str, value: object) -> bool:
+    """An int, or a float that is a whole number under a count's name (``updates``, ``n_users``, ``rows_missing``)."""
+    if not _number(value):
+        return False
+    if isinstance(value, int):
+        return True
+    name = key.lower()
+    named = name in COUNT_NAMES or name.startswith("n_") or name.endswith(COUNT_SUFFIXES)
+    return named and math.isfinite(value) and float(value).is_integer()
+
+
+def format_metric(key: str, value: float) -> str:
+    """A scalar metric as the report prints it: a count without decimals, anything else with three."""
+    return f"{int(value)}" if is_count(key, value) else f"{value:.3f}"
+
+
+def _percent(share: float) -> str:
+    """``75%``; a share just below (above) 1 (0) is never rounded to look complete (empty)."""
+    text = f"{100 * share:.0f}"
+    if (share < 1 and text == "100") or (share > 0 and text == "0"):
+        text = f"{100 * share:.1f}"
+    return f"{text}%"
+
+
+def coverage_text(m: dict) -> str | None:
+    """``coverage 100% of 240 updates`` or ``coverage 75% of 240 updates (60 missing rows scored as a random
+    ranking)``: the share of the anonymous updates the attack was given that it returned a row for; None when the
+    metrics carry no coverage (leakbed's own scorers before it, or no update given)."""
+    share, missing = m.get("coverage"), m.get("rows_missing")
+    if not _number(share) or not math.isfinite(share):
+        return None
+    missing = int(missing) if _number(missing) and math.isfinite(missing) else None
+    given = next((m[k] for k in ("n_updates", "updates") if is_count(k, m.get(k))), None)
+    if share < 1 and missing:
+        given = round(missing / (1 - share))  # given = returned + missing, returned = share × given
+    text = f"coverage {_percent(share)}" + (f" of {int(given)} updates" if given else "")
+    if missing:
+        return f"{text} ({missing} {MISSING_ROWS})"
+    return f"{text} (the {MISSING_ROWS})" if share < 1 else text
+
+
+def short_coverage(m: dict) -> str:
+    """The coverage as a table cell: ``100%``, ``75% (60 missing)``, ``-`` when unknown."""
+    share, missing = m.get("coverage"), m.get("rows_missing")
+    if not _number(share) or not math.isfinite(share):
+        return "-"
+    return _percent(share) + (f" ({int(missing)} missing)" if _number(missing) and missing else "")
+
+
+def _partial(m: dict | None) -> bool:
+    return bool(m) and _number(m.get("coverage")) and m["coverage"] < 1
+
+
+def untrusted(text: str, cap: int = 300, markdown: bool = True) -> str:
+    """Text that is not leakbed's own (an attack's words, a plugin's note) on one line, at most ``cap`` characters,
+    for markdown with its inline syntax escaped: it can neither start a line of its own nor render as a link or an
+    image (the console prints it as plain text)."""
+    one = " ".join(str(text).split())
+    one = one if len(one) <= cap else one[: cap - 1] + "…"
+    return re.sub(r"([\\`*_\[\]<>!|~&])", r"\\\1", one) if markdown else one
+
+
+def error_text(text: str, own: str = "leakbed: ", markdown: bool = True) -> str:
+    """An error with who wrote it: leakbed's own words after ``own``, an attack's own words (the pool labels them
+    ``attack 'x' said: "..."``; all that follows the label counts as the attack's) marked as its, quoted, escaped."""
+    one = " ".join(str(text).split())
+    found = SAID.search(one)
+    if not found:
+        return f"{own}{untrusted(one, 500, markdown)}"
+    before, said = one[: found.start()].rstrip(" :;,"), one[found.end() :]
+    if len(said) >= 2 and said[0] == said[-1] == '"':
+        said = said[1:-1]
+    who = untrusted(repr(found.group(1)), 80, markdown)
+    words = f"attack {who} said, in its own words (not leakbed's): “{untrusted(said, markdown=markdown)}”"
+    return f"{own}{untrusted(before, 200, markdown)}; {words}" if before else words
+
+
+def table_footnote(runs: dict[str, dict]) -> str:
+    """The closed-world table's footnote when an attacker returned no row for some of its updates (its AP cells
+    carry a ``*``); '' when every attacker covered all of them."""
+    partial = [
+        f"{ATTACKER_LABELS.get(name, name)} ({prior_label(rule, run)}) {coverage_text(m)}"
+        for rule, run in runs.items()
+        for name, m in run["attackers"].items()
+        if _partial(m)
+    ]
+    if not partial:
+        return ""
+    return "* returned no row for some of the updates it was given: " + "; ".join(partial) + "."
+
+
 def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the Table-3 form: AP (× chance), top-1, top-5 per prior, in percent."""
+    """Header and rows of the Table-3 form: AP (× chance), top-1, top-5 per prior, in percent. An attacker's AP cell
+    carries a ``*`` where it returned no row for some updates (``table_footnote`` says how many)."""
     header = ["attacker"]
     for rule, run in runs.items():
         label = prior_label(rule, run)
@@ -78,8 +188,9 @@ def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
         row = [ATTACKER_LABELS.get(name, name)]
         for run in runs.values():
             m = run["attackers"].get(name)
+            mark = "*" if _partial(m) else ""
             row += (
-                [f"{100 * m['ap']:.1f} ({m['x_chance']:.0f}×)", f"{100 * m['top1']:.1f}", f"{100 * m['top5']:.1f}"]
+                [f"{100 * m['ap']:.1f} ({m['x_chance']:.0f}×){mark}", f"{100 * m['top1']:.1f}", f"{100 * m['top5']:.1f}"]
                 if m
                 else ["-"] * 3
             )
@@ -174,17 +285,90 @@ def _privacy_lines(run: dict) -> list[str]:
     return lines
 
 
+def scalar_text(m: dict) -> str:
+    """An attack's scalar metrics, ``accuracy 0.500, chance 0.100, updates 24``; its coverage is shown apart."""
+    return ", ".join(f"{k} {format_metric(k, v)}" for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS)
+
+
+def _provenance_lines(m: dict) -> list[str]:
+    """Coverage, who scored it, and a scorer's failure, each on a line of its own."""
+    lines = [f"- {text}" for text in [coverage_text(m)] if text]
+    if m.get("scored_by") == "plugin":
+        lines.append(f"- {PLUGIN_SCORED}")
+    if m.get("scorer_failed"):
+        lines.append(f"- no score: {error_text(m['scorer_failed'], own='')}")
+    return lines
+
+
 def _suite_lines(rule: str, run: dict) -> list[str]:
-    """The further attacks of the suite: their scalar metrics, tables and figures, as scored."""
+    """The further attacks of the suite: their scalar metrics, tables and figures, as scored. What a plugin's own
+    scorer wrote (notes, tables) is labelled as its and escaped."""
     lines = []
     for name, m in run.get("suite", {}).items():
-        scalars = ", ".join(f"{k} {v:.3f}" for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool))
-        lines += [f"#### {name} ({rule} prior)", "", *([f"- {scalars}"] if scalars else []), *m.get("notes", [])]
+        scalars = scalar_text(m)
+        plugin = m.get("scored_by") == "plugin"
+        text = untrusted if plugin else str
+        notes = [f"- the plugin's scorer notes: {untrusted(n)}" for n in m.get("notes", [])] if plugin else m.get("notes", [])
+        lines += [f"#### {name} ({rule} prior)", "", *([f"- {scalars}"] if scalars else []), *_provenance_lines(m), *notes]
         for title, table in m.get("tables", {}).items():
-            lines += ["", f"{title}", "", _markdown_table(table["header"], [[str(c) for c in r] for r in table["rows"]])]
+            rows = [[text(c) for c in r] for r in table["rows"]]
+            lines += ["", text(title), "", _markdown_table([text(h) for h in table["header"]], rows)]
         lines += [f"\n![{name}]({rule}/{fig})" for fig in m.get("figures", [])]
         lines.append("")
     return lines
+
+
+def _attacker_lines(run: dict) -> list[str]:
+    """Each closed-world attacker's scores beside its coverage, where the referee reported one."""
+    lines = []
+    for name, m in run["attackers"].items():
+        if not any(k in m for k in ("coverage", "scored_by")):
+            continue  # a run from before the referee counted rows
+        about = "; ".join(t for t in (coverage_text(m), PLUGIN_SCORED if m.get("scored_by") == "plugin" else None) if t)
+        lines.append(
+            f"- {ATTACKER_LABELS.get(name, name)}: AP {100 * m['ap']:.1f} ({m['x_chance']:.1f}×), top-1 {100 * m['top1']:.1f}, "
+            f"top-5 {100 * m['top5']:.1f}" + (f"; {about}" if about else "")
+        )
+    return lines
+
+
+def _error_lines(rule: str, pool: dict) -> list[str]:
+    """The pool's errors, each labelled with who wrote it (the first ``ERRORS_SHOWN``)."""
+    errors = pool.get("errors", [])
+    if not errors:
+        return []
+    lines = [f"- attack pool errors ({len(errors)}):", *[f"  - {error_text(e)}" for e in errors[:ERRORS_SHOWN]]]
+    if len(errors) > ERRORS_SHOWN:
+        lines.append(f"  - … {len(errors) - ERRORS_SHOWN} more in {rule}/metrics.json (pool.errors)")
+    return lines
+
+
+def other_attack_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """The console's "Other attacks" table: one row per (prior, attack) of the suite (every attack not in the
+    closed-world table) with its headline metrics, chance, and coverage. No rows when the suite had none."""
+    header = ["prior", "attack", "score", "chance (× chance)", "coverage"]
+    rows = []
+    for rule, run in runs.items():
+        for name, m in run.get("suite", {}).items():
+            head = [f"{k} {format_metric(k, m[k])}" for k in ("accuracy", "auc", "ap") if _number(m.get(k))]
+            if not head:  # no headline metric: its first scalars
+                head = [f"{k} {format_metric(k, v)}" for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS][:3]
+            if m.get("scorer_failed"):
+                head = ["no score: " + error_text(m["scorer_failed"], own="", markdown=False)]  # plain text
+            chance = [f"{format_metric(k, m[k])}" for k in ("chance", "chance_ap") if _number(m.get(k))][:1]
+            if _number(m.get("x_chance")):
+                chance.append(f"({m['x_chance']:.1f}×)")
+            label = name + (" (plugin-scored)" if m.get("scored_by") == "plugin" else "")
+            row = [prior_label(rule, run), label, ", ".join(head) or "-", " ".join(chance) or "-", short_coverage(m)]
+            rows.append(row)
+    return header, rows
+
+
+def written_line(run_dir: Path, runs: dict[str, dict]) -> str:
+    """Where a run's numbers are: each prior's metrics.json (every attack's metrics), the report, the outputs."""
+    metrics = ", ".join(str(run_dir / rule / "metrics.json") for rule in runs)
+    outputs = ", ".join(f"{run_dir / rule / 'outputs'}/" for rule in runs)
+    return f"metrics: {metrics}; report: {run_dir / 'report.md'}; outputs: {outputs}"
 
 
 def _attack_side_lines(run: dict) -> list[str]:
@@ -221,6 +405,7 @@ def write_report(run_dir: Path) -> Path:
         f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).",
         "",
         _markdown_table(header, rows),
+        *(["", f"\\{note}"] if (note := table_footnote(runs)) else []),  # escaped: "* ..." would be a bullet
         "",
         "## Per prior",
         "",
@@ -239,11 +424,13 @@ def write_report(run_dir: Path) -> Path:
             f"failed {pool['failed']}; max lag {pool['max_lag_rounds']} rounds; errors {len(pool['errors'])}; "
             f"worker restarts {pool.get('worker_restarts', 0)}, redeliveries {pool.get('retries', 0)}, "
             f"duplicates filed once {pool.get('duplicates', 0)}",
+            *_error_lines(rule, pool),
             f"- failed replies {failed}, rejected {rejected}",
+            *_attacker_lines(run),
             *_attack_side_lines(run),
             *_defense_lines(run),
             *_privacy_lines(run),
-            *[f"- attacker {n} has no result: {why}" for n, why in run.get("attackers_failed", {}).items()],
+            *[f"- attacker {n} has no result: {error_text(why, own='')}" for n, why in run.get("attackers_failed", {}).items()],
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attacks.registry import reid_names
 from core.config import ConfigError, ExperimentConfig, build_config, read_tree
+from core.declaration import reid_names
+from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 
 BASELINE = "baseline"
@@ -174,7 +175,7 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
     nan = float("nan")
     rows = []
     for name, cfg in points.items():
-        attackers = reid_names(cfg.attack.suite)
+        attackers = reid_names(declarations(cfg), cfg.attack.suite)
         others = [s for s in cfg.attack.suite if s not in attackers]
         for rule, run in load_runs(out / name).items():
             last = str(run["rounds"])
@@ -246,7 +247,7 @@ def _plot(rows: list[dict], attackers: list[str], path: Path) -> None:
 def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     """``tradeoff.json``, ``tradeoff.png`` and ``report.md`` with the trade-off table."""
     rows = tradeoff_rows(points, out)
-    attackers = reid_names(points[BASELINE].attack.suite)
+    attackers = reid_names(declarations(points[BASELINE]), points[BASELINE].attack.suite)
     (out / "tradeoff.json").write_text(json.dumps(rows, indent=2))
     _plot(rows, attackers, out / "tradeoff.png")
     header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]

@@ -2,15 +2,22 @@
 (seed 001 §6: mean AP over users, the exact chance AP of a random ranking, × chance, top-1/5) for
 the metadata scores alone, the weight attackers alone on the same updates, and the two fused;
 per round for the metadata alone (what it gives away each round). ``exports`` carries the fused
-scores to Prometheus as attacks ``metadata+<attacker>``.
+scores to Prometheus as attacks ``metadata+<attacker>``. Kind ``metadata``.
+
+Coverage: one row per given update in every score matrix (``meta``, ``count_only``, ``weights_<a>``, ``fused_<a>``,
+each (n, k) over ``classes``); a given update without a row, or with a non-finite score in any of them, counts as a
+random ranking in all of them (the referee's draws: a random rank in each class's column, as kind ``reid``).
+Rounds are the store's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from core.reid_metrics import reid_metrics
 from referee.context import ScoreContext
-from referee.reid_metrics import reid_metrics
+from referee.coverage import Coverage
+from referee.schemas import OutputsError
 
 KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
 
@@ -27,11 +34,18 @@ def _row(label: str, m: dict) -> list[str]:
 
 
 def score(ctx: ScoreContext) -> dict:
-    r = ctx.outputs
-    owners, classes, rounds = ctx.truth.truth_for(r["ids"]), r["classes"], r["rounds"]
+    out = ctx.outputs
+    attackers = [a for a in ctx.cfg.attack.suite if f"weights_{a}" in out]
+    for a in attackers:
+        if f"fused_{a}" not in out:
+            raise OutputsError(f"outputs: 'weights_{a}' comes with 'fused_{a}' (float (n, k)); it is missing")
+    matrices = ["meta", "count_only", *(f"{k}_{a}" for a in attackers for k in ("weights", "fused"))]
+    cov = Coverage.of(ctx, "metadata", out["ids"], *(out[k] for k in matrices))
+    r = {k: cov.scores(out[k]) for k in matrices}
+    owners, classes, rounds = ctx.truth.truth_for(cov.given), out["classes"], cov.rounds(out.get("rounds"))
     meta = reid_metrics(owners, classes, r["meta"])
     count = reid_metrics(owners, classes, r["count_only"])
-    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"]) for a in ctx.cfg.attack.suite if f"weights_{a}" in r}
+    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"]) for a in attackers}
     fused = {a: reid_metrics(owners, classes, r[f"fused_{a}"]) for a in weights}
     per_round = {}
     for rnd in np.unique(rounds):
@@ -41,16 +55,17 @@ def score(ctx: ScoreContext) -> dict:
     rows = [_row("metadata only", meta), _row("count only", count)]
     for a in weights:
         rows += [_row(f"weights only ({a})", weights[a]), _row(f"metadata + {a}", fused[a])]
-    rule = str(r["rule"])
+    rule = str(out["rule"])
     return {
         **{k: meta[k] for k in (*KEYS, "n_updates", "n_users")},
+        **cov.report(),
         "count_only": {k: count[k] for k in KEYS},
         "weights": {a: {k: m[k] for k in KEYS} for a, m in weights.items()},
         "fused": {a: {k: m[k] for k in KEYS} for a, m in fused.items()},
         "per_round": per_round,
         "report_rule": rule,
-        "size_scale": float(r["scale"]),
-        "norm_slope": float(r["norm_slope"]),
+        "size_scale": float(out["scale"]),
+        "norm_slope": float(out["norm_slope"]),
         "exports": {f"metadata+{a}": {k: m[k] for k in KEYS} for a, m in fused.items()},
         "tables": {
             "Metadata re-identification (closed world, seed 001 §6 metrics)": {
@@ -59,8 +74,9 @@ def score(ctx: ScoreContext) -> dict:
             }
         },
         "notes": [
-            f"Counts reported {rule}; device size ≈ {float(r['scale']):.2f} × prior size (estimated from the stream); "
-            f"per-round slope of log‖Δw‖ on log n_k {float(r['norm_slope']):.2f}. Seed 001 §3 assumes a shuffler "
-            "leaves only Δw: these are what it leaves besides."
+            f"Counts reported {rule}; device size ≈ {float(out['scale']):.2f} × prior size (estimated from the stream); "
+            f"per-round slope of log‖Δw‖ on log n_k {float(out['norm_slope']):.2f}. Seed 001 §3 assumes a shuffler "
+            "leaves only Δw: these are what it leaves besides.",
+            cov.note(),
         ],
     }

@@ -1,23 +1,33 @@
-"""Referee side of open-world re-identification and matching (seed 001 §6.1.2, Figure 6).
+"""Referee side of open-world re-identification and matching (seed 001 §6.1.2, Figure 6), kind ``open-world``.
 
 Test updates are those of seen and unseen users (holdout users only train the attacker). The MLP
 is scored like the closed world over |seen| + 1 classes, an unseen user's update counting as class
 "unseen"; the Siamese network on balanced pairs of these updates (chance AP 0.5).
+
+Coverage: one row per given update (``scores`` when there are seen users, and ``emb``); a given update without a
+row, or with a non-finite number in either, counts as a random ranking in both: its class scores are the referee's
+draws (a random rank in each class's column, as kind ``reid``), and so is the score of any pair it is in.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attacks.open_world import UNSEEN
+from core.labels import UNSEEN
+from core.reid_metrics import reid_metrics
 from referee.context import ScoreContext
-from referee.reid_metrics import reid_metrics
+from referee.coverage import Coverage
+from referee.schemas import OutputsError
 from referee.score_matching import matching_metrics
 
 NAN = float("nan")
 
 
-def open_world_metrics(r: dict[str, np.ndarray], owners: np.ndarray, n_pairs: int, seed: int) -> dict:
+def open_world_metrics(
+    r: dict[str, np.ndarray], owners: np.ndarray, n_pairs: int, seed: int, cov: Coverage | None = None
+) -> dict:
+    """``r``'s per-update arrays in the order of ``owners`` (with ``cov``: aligned to its given updates, the rows that
+    are not ``cov.ok`` already drawn in ``scores`` and drawn here in the pairs)."""
     test = ~np.isin(owners, r["holdout"])
     is_seen = np.isin(owners, r["seen"])
     labels = np.where(is_seen, owners, UNSEEN)[test]
@@ -41,7 +51,10 @@ def open_world_metrics(r: dict[str, np.ndarray], owners: np.ndarray, n_pairs: in
         }
     else:
         out |= {"ap": NAN, "chance_ap": NAN, "x_chance": NAN, "top1": NAN, "seen_top1": NAN, "unseen_recall": NAN}
-    match = matching_metrics(owners[test], r["emb"][test], r["head_w"], r["head_b"], n_pairs, seed)
+    sub = None
+    if cov is not None:  # the pairs' coverage over the test updates
+        sub = Coverage(cov.given[test], cov.given[test & cov.ok], rng=cov.rng)
+    match = matching_metrics(owners[test], r["emb"][test], r["head_w"], r["head_b"], n_pairs, seed, sub)
     out |= {
         "match_ap": match["ap"],
         "match_auc": match["auc"],
@@ -52,12 +65,21 @@ def open_world_metrics(r: dict[str, np.ndarray], owners: np.ndarray, n_pairs: in
 
 
 def score(ctx: ScoreContext) -> dict:
-    r = ctx.outputs
-    m = open_world_metrics(r, ctx.truth.truth_for(r["ids"]), ctx.params.siamese.eval_pairs, ctx.seed)
+    out = ctx.outputs
+    if ("classes" in out) != ("scores" in out):
+        raise OutputsError("outputs: 'classes' and 'scores' come together (both, or neither when no user is seen)")
+    per_row = [out["emb"], *([out["scores"]] if "scores" in out else [])]
+    cov = Coverage.of(ctx, "open-world", out["ids"], *per_row, shared=(out["head_w"], out["head_b"]))
+    r = {**out, "emb": cov.take(out["emb"], 0.0)}
+    if "scores" in out:
+        r["scores"] = cov.scores(out["scores"])
+    m = open_world_metrics(r, ctx.truth.truth_for(cov.given), ctx.params.siamese.eval_pairs, ctx.seed, cov)
+    m |= cov.report()
     m["notes"] = [
         f"Open world (seed 001 §6.1.2): {m['seen_users']} seen, {m['unseen_users']} unseen, {m['holdout_users']} holdout "
         f"users. Re-identification over |seen|+1 classes: AP {m['ap']:.3f} = {m['x_chance']:.1f}× chance "
         f"({m['chance_ap']:.3f}), unseen recall {m['unseen_recall']:.2f}; Siamese matching AP {m['match_ap']:.3f} "
-        f"(chance {m['match_chance']:.2f}). Sweep the seen share with `leakbed open-world-sweep`."
+        f"(chance {m['match_chance']:.2f}). Sweep the seen share with `leakbed open-world-sweep`.",
+        cov.note(),
     ]
     return m

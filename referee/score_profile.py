@@ -4,7 +4,10 @@ highest-ranked updates, and how many of them fit the profile.
 A user fits when the share of the profile's class in their own data (reported by the device) is at
 least ``fit_ratio`` times the mean share over users. Reported: the top-k users in the order their
 first update appears in the ranking, precision@k against the share of fitting users (chance), and
-the AP of the update ranking against its random-ranking expectation.
+the AP of the update ranking against its random-ranking expectation. Kind ``profile``.
+
+Coverage: one score per given update (P[profile]); a given update without a row, or with a non-finite score, gets
+the referee's draw (a uniform random rank among the attack's own scores), so the ranking covers every given update.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import average_precision_score
 
+from core.reid_metrics import random_ranking_ap
 from referee.context import ScoreContext
-from referee.reid_metrics import random_ranking_ap
+from referee.coverage import Coverage
 
 
 def profile_metrics(owners: np.ndarray, share: np.ndarray, scores: np.ndarray, fit_ratio: float, k: int) -> dict:
@@ -80,9 +84,11 @@ def _figure(m: dict, target: int, out: Path) -> str:
 def score(ctx: ScoreContext) -> dict:
     r, referee, out = ctx.outputs, ctx.truth, ctx.out
     target = int(r["target_class"])
-    owners = referee.truth_for(r["ids"])
-    share = np.asarray([s[target] for s in referee.field_for(r["ids"], "label-share")], float)
-    m = profile_metrics(owners, share, r["scores"], ctx.params.fit_ratio, ctx.params.top_k)
+    cov = Coverage.of(ctx, "profile", r["ids"], r["scores"])
+    owners = referee.truth_for(cov.given)
+    share = np.asarray([s[target] for s in referee.field_for(cov.given, "label-share")], float)
+    m = profile_metrics(owners, share, cov.scores(r["scores"]), ctx.params.fit_ratio, ctx.params.top_k)
+    m |= cov.report()
     top = m.pop("top")
     m["tables"] = {
         f"Profile prior (class {target}): top-{m['k']} users": {
@@ -94,6 +100,7 @@ def score(ctx: ScoreContext) -> dict:
     m["notes"] = [
         f"Profile prior (seed 001 §5.2.2, Fig. 5): precision@{m['k']} {m['precision_at_k']:.2f} vs chance {m['chance']:.2f} "
         f"({m['fitting_users']}/{m['users']} users hold ≥ {m['fit_threshold']:.3f} of class {target}); update ranking "
-        f"AP {m['ap']:.3f} vs chance {m['chance_ap']:.3f}."
+        f"AP {m['ap']:.3f} vs chance {m['chance_ap']:.3f}.",
+        cov.note(),
     ]
     return m

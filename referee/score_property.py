@@ -7,6 +7,15 @@ form (§7.2.6-7.2.7): ROC AUC of the attack's scores against the property facts 
 - timeline: per-round scores of the property-plan holders vs everyone else (Figure 7.5), plotted;
 - aggregate: AUC of per-round aggregate scores vs "some participant of the round held it" (Figure 7.8).
 Chance is 0.5; a metric is None when its truth has a single class.
+
+Coverage, kind ``property``: one score per given update (``scores``, and ``scores_other`` when given); a given update
+without a row, or with a non-finite score, gets the referee's draw (a uniform random rank among the attack's own
+scores), so each AUC covers every given update; rounds are the store's.
+Kind ``aggregate-property``: its rows are aggregates, one per round, joined on ``rounds``. The referee builds the
+aggregates it expects itself: the given updates grouped by their (store) round, the round's truth from those updates
+(the attack's ``members`` are not read: which updates an aggregate holds is not the attack's to say). A round
+without a row, or with a non-finite score, gets the referee's draw; a row for a round that holds no given update is
+ignored (``rows_extra``); ``coverage`` and ``rows_missing`` count aggregates, ``n_updates`` the given updates.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from sklearn.metrics import roc_auc_score
 
 from core.config import ExperimentConfig
 from referee.context import ScoreContext
+from referee.coverage import Coverage, fill_rng, finite_rows, store_rounds
 from referee.truth import Referee
 
 FRACTION_BINS = (0.0, 0.125, 0.25, 0.5, 1.0)
@@ -34,11 +44,13 @@ def _fmt(v: float | None) -> str:
 
 def score_property(ctx: ScoreContext) -> dict:
     res, referee, cfg, out = ctx.outputs, ctx.truth, ctx.cfg, ctx.out
-    ids, rounds, scores = res["ids"], res["rounds"], res["scores"]
+    other = res["scores_other"] if "scores_other" in res else None
+    cov = Coverage.of(ctx, "property", res["ids"], res["scores"], *([other] if other is not None else []))
+    ids, rounds, scores = cov.given, cov.rounds(res.get("rounds")), cov.scores(res["scores"])
+    other = cov.scores(other) if other is not None else None
     has = np.asarray(referee.field_for(ids, "has-property"), int)
     frac = np.asarray(referee.field_for(ids, "property-fraction"), float)
     users = referee.truth_for(ids)
-    other = res["scores_other"] if "scores_other" in res else None
     rows = []
     for lo, hi in zip(FRACTION_BINS[:-1], FRACTION_BINS[1:], strict=True):
         sel = (frac > lo) & (frac <= hi)
@@ -57,6 +69,7 @@ def score_property(ctx: ScoreContext) -> dict:
     return {
         "auc": auc(has, scores),
         "chance": 0.5,
+        **cov.report(),
         "updates": int(len(ids)),
         "positive_share": float(has.mean()) if len(has) else None,
         "auc_majority": auc(frac >= 0.5, scores),
@@ -79,7 +92,8 @@ def score_property(ctx: ScoreContext) -> dict:
         "notes": [
             f"Seed 002 Table 7.3 reports single-batch AUC 0.91-1.0 on LFW; here {_fmt(auc(has, scores))} with the seed's "
             f"classifier and {_fmt(auc(has, other) if other is not None else None)} with {other_name}, over {len(ids)} "
-            f"updates ({int(has.sum())} with the property in their batches)."
+            f"updates ({int(has.sum())} with the property in their batches).",
+            cov.note(),
         ],
     }
 
@@ -125,16 +139,28 @@ def _timeline(out: Path, cfg: ExperimentConfig, users: np.ndarray, rounds: np.nd
 
 def score_aggregate_property(ctx: ScoreContext) -> dict:
     res, referee, cfg = ctx.outputs, ctx.truth, ctx.cfg
+    given = np.asarray(list(dict.fromkeys(str(g) for g in ctx.given)), dtype=str)
+    filed = store_rounds(ctx.store)
+    sealed = referee.fields_for(given, ["round"])["round"]
+    round_of = [filed.get(g, s if s is not None else -1) for g, s in zip(given.tolist(), sealed, strict=True)]
+    members: dict[str, list[str]] = {}
+    for g, rnd in zip(given.tolist(), round_of, strict=True):
+        members.setdefault(str(int(rnd)), []).append(g)
+    keys = np.asarray(sorted(members, key=int), dtype=str)
+    per_row = [res["scores"], *([res["scores_other"]] if "scores_other" in res else [])]
+    cov = Coverage(keys, np.asarray(res["rounds"]).astype(np.int64).astype(str),
+                   rng=fill_rng(cfg.seed, "aggregate-property", ctx.attack),
+                   finite=finite_rows(len(res["rounds"]), per_row))  # fmt: skip
     labels, sizes = [], []
-    for members in res["members"]:
-        ids = np.asarray(str(members).split())
+    for key in keys.tolist():
+        ids = np.asarray(members[key])
         labels.append(int(any(int(h) for h in referee.field_for(ids, "has-property"))))
         sizes.append(
             sum(int(p) for p in referee.field_for(ids, "participants")) if _sealed(referee, ids, "participants") else len(ids)
         )
     labels_a = np.asarray(labels)
-    scores = res["scores"]
-    other = res["scores_other"] if "scores_other" in res else None
+    scores = cov.scores(res["scores"])
+    other = cov.scores(res["scores_other"]) if "scores_other" in res else None
     pos, neg = scores[labels_a == 1], scores[labels_a == 0]
     return {
         "auc": auc(labels_a, scores),
@@ -142,6 +168,8 @@ def score_aggregate_property(ctx: ScoreContext) -> dict:
         "classifier_other": str(res["other"]) if "other" in res else None,
         "auc_other": auc(labels_a, other) if other is not None else None,
         "aggregates": int(len(labels_a)),
+        **cov.report(),
+        "n_updates": int(len(given)),
         "with_property": int(labels_a.sum()),
         "participants_mean": float(np.mean(sizes)) if sizes else None,
         "secure_aggregation": cfg.fl.secure_aggregation,
@@ -149,7 +177,8 @@ def score_aggregate_property(ctx: ScoreContext) -> dict:
         "mean_score_without": float(neg.mean()) if len(neg) else None,
         "notes": [
             "Seed 002 Figure 7.8 (K = 3 and 5 participants): aggregates with a property holder score much higher than "
-            "without; Figure 7.7 reports AUC about 0.8 with 12 participants (synchronized SGD)."
+            "without; Figure 7.7 reports AUC about 0.8 with 12 participants (synchronized SGD).",
+            cov.note(what="aggregates (rounds of the given updates)"),
         ],
     }
 

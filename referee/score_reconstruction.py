@@ -27,6 +27,16 @@ reaches). An attack that outputs ``labels`` gets ``label_accuracy``, 1 − Σ_c 
 the batch's labels recovered as a multiset; the paper's label error), beside ``label_chance``, the same for
 the counts the prior's label frequencies predict. A property without a column in the data leaves the
 property accuracies empty.
+
+Coverage (kind ``reconstruction``): rows are attacked updates, and an attack attacks a sample of the updates it was
+given by design (its own choice, bounded by its params: ``updates``, ``rounds``...), so unattacked updates are not
+filled in: ``coverage`` is the share of given updates attacked with a finite reconstruction, ``rows_missing`` the
+given updates without one, and the metrics average over the attacked updates (this kind's omission risk: an attack
+may attack many and keep its best; its coverage is shown beside its score). A row for an update that was not given
+is ignored (``rows_extra``), as is a later row of the same update (``rows_duplicate``). A non-finite reconstruction
+is not dropped: it is scored as noise the referee draws (uniform pixels in [0, 1), or uniform features over the
+range of the finite ones) and counts as missing; a non-finite property probability is scored as a uniform draw.
+Rounds are the store's.
 """
 
 from __future__ import annotations
@@ -35,12 +45,14 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from attacks.feature_inference import feature_split
 from core.config import ExperimentConfig
+from core.features import feature_split
 from core.models import build_model
 from core.store import UpdateStore
 from core.training import load_arrays
 from referee.context import ScoreContext
+from referee.coverage import Coverage, fill_rng, store_rounds
+from referee.schemas import OutputsError
 from referee.score_membership import record_index
 
 RECOVERED_PSNR = 20.0  # dB: Dimitrov et al. 2022's threshold for an image to count as recovered (FEMNIST, CIFAR-10)
@@ -123,17 +135,33 @@ def _true_features(cfg: ExperimentConfig, store: UpdateStore, rnd: int, x: np.nd
 def score_reconstruction(ctx: ScoreContext) -> dict:
     """The scorer of feature-inference, dlg, inverting-gradients and reconstruction plugins with the same outputs."""
     name, res, referee, cfg, store = ctx.attack, ctx.outputs, ctx.truth, ctx.cfg, ctx.store
+    counts = np.asarray(res["counts"], np.int64)
+    if (counts < 0).any() or int(counts.sum()) != len(res["recon"]):
+        raise OutputsError(
+            f"outputs: 'counts' must be non-negative and sum to the {len(res['recon'])} rows of 'recon'; got sum {counts.sum()}"
+        )
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    with np.errstate(all="ignore"):
+        finite = np.asarray([np.isfinite(res["recon"][a:b]).all() for a, b in zip(offsets[:-1], offsets[1:], strict=True)], bool)
+    cov = Coverage(ctx.given, res["ids"], rng=fill_rng(cfg.seed, "reconstruction", name), finite=finite)
+    filed = store_rounds(store)
+    real = res["recon"][np.isfinite(res["recon"])]
+    lo, hi = (0.0, 1.0) if str(res["space"]) != "features" or not real.size else (float(real.min()), float(real.max()))
     private = record_index(ctx.federation)[0]
     features = str(res["space"]) == "features"  # feature-inference matches on deep features, DLG and IG on pixels
     corpus = ctx.federation.corpus
-    offsets = np.concatenate([[0], np.cumsum(res["counts"])])
+    if "labels" in res and len(res["labels"]) and not (0 <= res["labels"].min() and res["labels"].max() < corpus.num_classes):
+        got = f"{res['labels'].min()}..{res['labels'].max()}"
+        raise OutputsError(f"outputs: 'labels' must be classes 0..{corpus.num_classes - 1}; got {got}")
     prior_x, prior_freq = (None, None) if features else _prior_pool(ctx)
     rng = np.random.default_rng([cfg.seed, 0x9F])
     kinds = ("matched", "counted", "dist", "psnr", "psnr_chance", "rec", "rec_chance", "rec_n", "rec_chance_n", "lab",
              "lab_chance")  # fmt: skip
     m: dict[str, list] = {k: [] for k in kinds}
     missing, sizes, labels_all, per_update = 0, [], [], []
-    for j, uid in enumerate(res["ids"]):
+    attacked = np.sort(cov.row[cov.row >= 0])  # each given update's first row, in the attack's order
+    for j in attacked.tolist():
+        uid = str(res["ids"][j])
         hashes = [int(h) for h in referee.field_for(np.asarray([uid]), "batch-records")[0]]
         found = [i for i, h in enumerate(hashes) if h in private]
         missing += len(hashes) - len(found)
@@ -141,8 +169,11 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
             continue
         x = np.stack([private[hashes[i]][0] for i in found])
         recon = res["recon"][offsets[j] : offsets[j + 1]]
+        if not finite[j]:  # scored as the referee's noise, not dropped
+            recon = cov.rng.uniform(lo, hi, recon.shape).astype(np.float32)
         pred = res["probs"][offsets[j] : offsets[j + 1]]
-        row = [int(res["rounds"][j]), len(found)]
+        rnd = filed.get(uid, int(res["rounds"][j]))
+        row = [rnd, len(found)]
         if not features:
             psnr = psnr_matched(recon, x)
             pool = prior_x[rng.permutation(len(prior_x))[: len(x)]]
@@ -161,10 +192,11 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
             m["lab_chance"].append(label_accuracy(frequency_guess(prior_freq, len(true_y)), true_y, corpus.num_classes))
             row.append(f"{100 * m['lab'][-1]:.0f}")
         props = _properties(referee, uid)
-        if props is not None and np.isfinite(pred).all():
+        if props is not None:
+            pred = np.where(np.isfinite(pred), pred, cov.rng.random(len(pred)))  # a non-finite probability: a draw
             labels = props[found]
             if features:
-                true = _true_features(cfg, store, int(res["rounds"][j]), x, corpus)
+                true = _true_features(cfg, store, rnd, x, corpus)
                 acc, dist = matched_accuracy(recon, true, pred, labels, "cosine")
             else:
                 acc, dist = matched_accuracy(recon, x, pred, labels, "mse")
@@ -178,8 +210,8 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
     rate = float(np.concatenate(labels_all).mean()) if labels_all else None
     chance = [max(rate, 1 - rate) for _ in labels_all] if rate is not None else []
     count_chance = [1.0 - abs(round(rate * len(lab)) - int(lab.sum())) / len(lab) for lab in labels_all] if labels_all else []
-    steps = sorted({int(s) for s in res["steps"]})
-    batch = sorted({int(b) for b in res["batch_size"]})
+    steps = sorted({int(s) for s in res["steps"][attacked]})
+    batch = sorted({int(b) for b in res["batch_size"][attacked]})
     seed = SEED_TABLE_1.get(name, {}).get(batch[0]) if len(batch) == 1 and steps == [1] else None
     mean = lambda v: float(np.mean(v)) if v else None  # noqa: E731
     header = ["round", "samples U"]
@@ -204,7 +236,7 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
         ),  # fmt: skip
         "label_accuracy": mean(m["lab"]),
         "label_chance": mean(m["lab_chance"]),
-        "seconds_per_update": float(np.mean(res["seconds"])) if "seconds" in res and len(res["seconds"]) else None,
+        "seconds_per_update": float(np.mean(res["seconds"][attacked])) if "seconds" in res and len(attacked) else None,
         "updates": len(sizes),
         "skipped": int(res["skipped"]),
         "samples_mean": mean(sizes),
@@ -214,8 +246,16 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
         "batch_size": batch[0] if len(batch) == 1 else None,
         "seed_table_1": seed,
         "tables": {f"{name}: per attacked update": {"header": header, "rows": per_update}},
+        **cov.report(),
     }
-    out["notes"] = [_note(name, out, features, steps, batch)]
+    out["notes"] = [
+        _note(name, out, features, steps, batch),
+        cov.note(
+            "an attack attacks a sample of its updates, so unattacked ones are not filled in and the scores average over "
+            "the attacked ones; a non-finite reconstruction or probability is scored as noise the referee draws",
+            "updates",
+        ),
+    ]
     return out
 
 

@@ -1,5 +1,11 @@
 """Referee side of the red team (``attacks/redteam.py``): how often each probe named an update's
-true owner (chance: 1/|users|) or its true training round (chance: 1/|rounds|), and what it found."""
+true owner (chance: 1/|users|) or its true training round (chance: 1/|rounds|), and what it found. Kind ``redteam``.
+
+Coverage: each probe's ``owner`` and ``round`` lists follow the store's order of the anonymous updates (what the red
+team read). Accuracies are over every given update; a given update past the end of a probe's lists (or not in the
+store) counts as no guess, i.e. wrong, not as a random guess: the red team must show a signal beyond chance, and a
+gap must not add one. Entries for updates that were not given are ignored.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import json
 import numpy as np
 
 from referee.context import ScoreContext
+from referee.coverage import Coverage, fill_rng
+from workers.hostile import words
 
 
 def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.ndarray, n_users: int, n_rounds: int) -> dict:
@@ -29,11 +37,23 @@ def score(ctx: ScoreContext) -> dict:
     store, referee = ctx.store, ctx.truth
     found_all = json.loads(str(ctx.outputs["found"]))
     found, breakout = found_all["probes"], found_all["breakout"]
-    anon = store.read_anon()
-    ids = [str(i) for i in anon["ids"]]
+    filed = [str(i) for i in store.anon_ids()]
+    listed = min((min(len(p["owner"]), len(p["round"])) for p in found.values()), default=len(filed))
+    cov = Coverage(ctx.given, np.asarray(filed[:listed], dtype=str), rng=fill_rng(ctx.cfg.seed, "redteam", ctx.attack))
+    ids = cov.given.tolist()
+    aligned = {
+        name: {
+            "owner": [str(p["owner"][k]) if k >= 0 else "" for k in cov.row.tolist()],
+            "round": [int(p["round"][k]) if k >= 0 else -1 for k in cov.row.tolist()],
+            "evidence": [words(str(e), 300) for e in p["evidence"]],  # the attack's words: one bounded line each
+        }
+        for name, p in found.items()
+    }
     owners = referee.truth_for(np.asarray(ids))
     rounds = np.asarray([int(r) for r in referee.field_for(np.asarray(ids), "round")])
-    m = probe_metrics(found, ids, owners, rounds, len(set(owners)), ctx.cfg.fl.rounds)
+    m = probe_metrics(aligned, ids, owners, rounds, len(set(owners)), ctx.cfg.fl.rounds)
+    m |= cov.report()
+    m["notes"] = [cov.note("missing entries count as no guess (wrong), not as a random one")]
     m["best_owner_accuracy"] = max((p["owner_accuracy"] for p in m["probes"].values()), default=0.0)
     m["best_round_accuracy"] = max((p["round_accuracy"] for p in m["probes"].values()), default=0.0)
     rows = [[n, f"{100 * p['owner_accuracy']:.1f}", f"{100 * p['round_accuracy']:.1f}", "; ".join(p["evidence"][:2]) or "nothing"]
@@ -45,7 +65,7 @@ def score(ctx: ScoreContext) -> dict:
         f"{100 * m['round_chance']:.1f})": {"header": ["probe", "owner", "round", "found"], "rows": rows},
         "Red team: break-out probes from inside a worker": {
             "header": ["probe", "held", "detail"],
-            "rows": [[n, "yes" if p["held"] else "NO", p["detail"][:160]] for n, p in breakout.items()],
+            "rows": [[words(n, 80), "yes" if p["held"] else "NO", words(str(p["detail"]), 160)] for n, p in breakout.items()],
         },
     }
     return m

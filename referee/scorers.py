@@ -1,43 +1,57 @@
-"""Each attack's scorer, found from its plugin: ``Attack.scorer`` names it as ``"module:function"``.
+"""Scoring one attack: dispatch on its declaration's scorer kind (``referee.kinds``), or hand a plugin's own scorer
+to the scoring sandbox (``workers.scoring``).
 
-The referee imports a scorer only here, after the attack side has written its outputs; the attack side never
-imports one. A scorer that fails to load or to score is one line in the run's metrics, not a lost run.
+The referee knows an attack only by its declaration (data; ``core.declaration``) and never imports its code. A
+kind's scorer is the referee's own function; a ``plugin`` kind runs the attack's function in the scoring sandbox,
+which gets, read-only, only the outputs, the params and the truth fields the plugin declared, for the updates it
+was given. Either way the declared notes are appended to the result's notes and the declared reference figures
+are filed under ``reference``.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
-from attacks import registry
+from core.declaration import Declaration
 from referee.context import ScoreContext
-
-Scorer = Callable[[ScoreContext], dict]
+from referee.kinds import KINDS, PLUGIN, kind_names
 
 
 class ScorerError(RuntimeError):
-    """An attack's scorer could not be loaded (one line)."""
+    """An attack names a scorer kind the referee does not have (one line)."""
 
 
-def scorer_of(name: str) -> Scorer:
-    """Attack ``name``'s scorer function."""
-    path = registry.attack(name).scorer
-    module, _, function = path.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as err:
-        raise ScorerError(f"attack {name!r}: scorer {path!r} cannot be loaded: {err}") from None
-    if not callable(found):
-        raise ScorerError(f"attack {name!r}: scorer {path!r} is not a function")
-    return found
+def plugin_truth(decl: Declaration, ctx: ScoreContext) -> dict[str, list]:
+    """The truth fields the plugin declared, for each given update in given order (None where one lacks it):
+    ``user_id`` is the owner, ``round`` the training round, any other name a sealed per-update fact."""
+    return ctx.truth.fields_for(ctx.given, list(decl.scoring.truth))
 
 
-def params_for(name: str, table: dict[str, Any] | None, overrides: dict[str, Any] | None = None) -> Any:
-    """The attack's parameters as its run (or a study's variant) fitted it."""
-    return registry.params_of(name, {**(table or {}), **(overrides or {})})
+def _plugin(decl: Declaration, ctx: ScoreContext) -> dict[str, Any]:
+    from workers.scoring import score_plugin  # the scoring sandbox: imported only when a plugin scores itself
+
+    result = score_plugin(
+        decl=decl,
+        outputs=ctx.outputs_dir / f"{ctx.name}.npz",
+        truth=plugin_truth(decl, ctx),
+        params=ctx.params.to_dict(),
+        given=ctx.given,
+        output=ctx.name,
+    )
+    return {**dict(result), "scored_by": "plugin"}
 
 
-def score_one(attack: str, ctx: ScoreContext) -> dict:
-    """Attack ``attack``'s metrics on the outputs ``ctx`` names."""
-    return scorer_of(attack)(ctx)
+def score_one(decl: Declaration, ctx: ScoreContext) -> dict:
+    """Attack ``decl``'s metrics on the outputs ``ctx`` names, by its declared scorer kind."""
+    kind = decl.scoring.kind
+    if kind == PLUGIN:
+        result = _plugin(decl, ctx)
+    elif kind in KINDS:
+        result = KINDS[kind].score(ctx)
+    else:
+        raise ScorerError(f"attack {decl.name!r}: unknown scorer kind {kind!r} (the referee has {', '.join(kind_names())})")
+    if decl.scoring.notes:
+        result["notes"] = [*result.get("notes", []), *decl.scoring.notes]
+    if decl.scoring.reference:
+        result["reference"] = dict(decl.scoring.reference)
+    return result

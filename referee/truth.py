@@ -38,8 +38,19 @@ class Referee:
         return [{"update_id": u, "user_id": self._truth[u], **self._fields[u]} for u in self._truth]
 
     def truth_for(self, ids: np.ndarray) -> np.ndarray:
-        return np.asarray([self._truth[str(i)] for i in ids])
+        return np.asarray([self._truth[str(i)] for i in ids], dtype=str)
 
     def field_for(self, ids: np.ndarray, name: str) -> list[object]:
         """A sealed per-update fact for each id."""
         return [self._fields[str(i)][name] for i in ids]
+
+    def fields_for(self, ids: np.ndarray, names: tuple[str, ...] | list[str]) -> dict[str, list]:
+        """The sealed truth fields ``names`` for each id, in order: ``user_id`` is the owner, ``round`` the training
+        round, any other name a per-update fact; None where an update lacks it (or is not sealed)."""
+        out: dict[str, list] = {}
+        for name in names:
+            if name == "user_id":
+                out[name] = [self._truth.get(str(i)) for i in ids]
+            else:
+                out[name] = [self._fields.get(str(i), {}).get(name) for i in ids]
+        return out

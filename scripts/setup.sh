@@ -20,4 +20,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 # The attack service's gRPC code is a build output (gitignored): compile it on every setup (well under a second).
-.venv/bin/python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto
+.venv/bin/python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/workers/service.proto

@@ -17,9 +17,9 @@ from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from attacks import AttackPool, registry
 from core.adoption import defending_users
 from core.config import ExperimentConfig
+from core.declaration import Declaration, needs_of, reid_names
 from core.derive import derived_seed
 from core.layout import RunLayout
 from server.halves import ServerHalves
@@ -33,16 +33,18 @@ from server.secagg import CANNOT_RUN, SecAggGrid
 from server.shuffler import Shuffler
 from server.startup import bounded_start
 from server.tap import CuriousTap
+from workers import AttackPool
 
 log = logging.getLogger(__name__)
 __all__ = ["Progress", "run_federation"]
 
 
-def runnable(cfg: ExperimentConfig) -> list[str]:
-    """The suite's attacks this run can serve: all of them, or under SecAgg+ those that read aggregates."""
+def runnable(cfg: ExperimentConfig, declarations: dict[str, Declaration]) -> list[str]:
+    """The suite's attacks this run can serve: all of them, or under SecAgg+ those that read aggregates (the
+    preflight refuses a suite with others, so this only guards a run started without it)."""
     if cfg.fl.secure_aggregation != "secagg+":
         return list(cfg.attack.suite)
-    return [n for n in cfg.attack.suite if registry.attack(n).needs.level == "aggregate"]
+    return [n for n in cfg.attack.suite if declarations[n].needs.level == "aggregate"]
 
 
 def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str]) -> CuriousTap:
@@ -53,7 +55,7 @@ def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list
     shuffler = Shuffler(
         run.sealer,
         run.keys,
-        full_updates=registry.needs_of(names, "full_updates"),
+        full_updates=needs_of(run.declarations, names, "full_updates"),
         batch_min=cfg.shuffler.batch_min,
         reference=cfg.shuffler.reference,
     )
@@ -71,7 +73,7 @@ def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list
         pool=pool,
         uniform_weights=halves.uniform_weights,
         max_reply_bytes=int(cfg.fl.max_reply_mb * 2**20),
-        share_participation=registry.needs_of(names, "participation"),
+        share_participation=needs_of(run.declarations, names, "participation"),
         timeout=cfg.fl.round_timeout,
     )
 
@@ -83,15 +85,16 @@ def run_federation(
     layout: RunLayout,
     judge: Judge,
     halves: ServerHalves,
+    declarations: dict[str, Declaration],
     progress: Progress | None = None,
 ) -> dict:
-    """Train with the curious tap, fit the attacks, have ``judge`` score them; writes ``metrics.json`` into
-    the prior's results folder and returns it."""
-    run = prepare_run(cfg, rule, layout, progress)
+    """Train with the curious tap, fit the attacks (each in its own sandbox: ``declarations`` say what they are), have
+    ``judge`` score them; writes ``metrics.json`` into the prior's results folder and returns it."""
+    run = prepare_run(cfg, rule, layout, declarations, progress)
     users = run.fed.user_ids
     serve_metrics(cfg.telemetry)
     tel = RunTelemetry(cfg, rule)
-    names = runnable(cfg)
+    names = runnable(cfg, declarations)
     secagg = cfg.fl.secure_aggregation == "secagg+"
 
     def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
@@ -109,7 +112,7 @@ def run_federation(
         if partial:
             tel.attack(name, judge.interim(name))
 
-    pool = run.pool(addresses=cfg.attack.worker_addresses, retry_seconds=cfg.attack.retry_seconds, on_fit=interim_score)
+    pool = run.pool(names, on_fit=interim_score)
     tel.confined(pool.sandboxed or not pool.local)
     try:
         tap = build_tap(run, halves, pool, names)
@@ -135,7 +138,7 @@ def run_federation(
     failed = {n: CANNOT_RUN for n in cfg.attack.suite if n not in names} | {n: FIT_FAILED for n in names if n not in fitted}
     failed |= {n: s["scorer_failed"] for n, s in scores.items() if "scorer_failed" in s}
     scores = {n: s for n, s in scores.items() if n not in failed}
-    reid = [n for n in scores if registry.attack(n).family == "reid"]
+    reid = [n for n in reid_names(declarations, list(scores))]
     summary = {
         **run.summary(pool),
         **({"secure_aggregation": "secagg+"} if secagg else {}),

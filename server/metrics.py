@@ -15,9 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from attacks import PoolStats
 from core import telemetry as t
 from core.config import ExperimentConfig, TelemetryConfig
+from workers import PoolStats
 
 log = logging.getLogger(__name__)
 _endpoint: t.MetricsEndpoint | None = None

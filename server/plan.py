@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from attacks import registry
 from core.adoption import adopters
 from core.config import ExperimentConfig
 from core.plan import DevicePlan, PlannedDefense
@@ -13,9 +12,10 @@ def sampled_per_round(cfg: ExperimentConfig, users: int) -> int:
     return min(users, max(int(users * cfg.fl.fraction_train), 1))
 
 
-def device_plan(cfg: ExperimentConfig, rule: str, user_ids: list[str]) -> DevicePlan:
+def device_plan(cfg: ExperimentConfig, rule: str, user_ids: list[str], records: bool = False) -> DevicePlan:
     """The run's plan: its data recipe, model, defenses with their (validated) parameters and adopters, and
-    whether devices must seal the records their batches used (an attack of the suite scores per sample)."""
+    whether devices must seal the records their batches used (``records``: an attack of the suite scores per sample,
+    as its declaration says)."""
     return DevicePlan(
         seed=cfg.seed,
         rule=rule,  # type: ignore[arg-type]
@@ -28,7 +28,7 @@ def device_plan(cfg: ExperimentConfig, rule: str, user_ids: list[str]) -> Device
             PlannedDefense(index=i, name=d.name, params=d.params, adopters=sorted(adopters(d, i, user_ids, cfg.seed)))
             for i, d in enumerate(cfg.defenses)
         ],
-        records=registry.needs_of(cfg.attack.suite, "records"),
+        records=records,
         adversary=cfg.adversary,
         participants=sampled_per_round(cfg, len(user_ids)),
     )

@@ -11,49 +11,40 @@ from pathlib import Path
 import torch
 from flwr.app import ConfigRecord
 
-from attacks import AttackerKnowledge, AttackPool, registry
-from attacks.records import received_fields
-from attacks.sandbox import limits_for
-from attacks.tls import TlsFiles
 from core.adoption import defending_users
-from core.config import AttackConfig, ExperimentConfig
+from core.config import ExperimentConfig
 from core.data import Federation, UserData, federation
+from core.declaration import Declaration, needs_of
 from core.derive import derived_seed
+from core.knowledge import AttackerKnowledge
 from core.layout import RunLayout
 from core.models import attack_keys, build_model
 from core.plan import PLAN_KEY, DevicePlan
+from core.records import received_fields
 from core.store import UpdateStore
 from core.training import TrainConfig, evaluate, pick_device
 from referee.seal import Sealer
 from server.plan import device_plan
+from workers import AttackPool
+from workers.sandbox import limits_for
+from workers.tls import tls_files
 
 Progress = Callable[[int, dict[str, float]], None]
 FIT_FAILED = "fit failed or timed out (see pool errors)"
 
 
 def knowledge(cfg: ExperimentConfig, fed: Federation, keys: list[str]) -> AttackerKnowledge:
-    """What the curious server's attacks know: prior data by identity, the corpus' shape, the model
-    and attack settings, and a seed of their own; no private data, no data recipe, no experiment seed."""
+    """What the curious server's attacks know: prior data by identity, the corpus' shape, the model, and a seed of
+    their own; no private data, no data recipe, no experiment seed, nothing of how they are run."""
     return AttackerKnowledge(
         prior=fed.prior(),
         corpus_meta=replace(fed.corpus, users={}),
         model=cfg.model,
-        attack=cfg.attack,
         keys=keys,
         seed=derived_seed(cfg.seed, "attacker"),
         device=cfg.device,
+        shadow_batch_users=cfg.attack.shadow_batch_users,
     )
-
-
-def tls_files(attack: AttackConfig) -> TlsFiles | None:
-    """The pool's mutual-TLS files for remote workers; ValueError (one line) naming one that is missing."""
-    if not attack.tls_root_cert:
-        return None
-    for key in ("tls_root_cert", "tls_cert", "tls_key"):
-        path = getattr(attack, key)
-        if not Path(path).is_file():
-            raise ValueError(f"attack.{key} = {path!r}: no such file (mutual TLS with the attack workers)")
-    return TlsFiles(Path(attack.tls_root_cert), Path(attack.tls_cert), Path(attack.tls_key))
 
 
 def train_config(cfg: ExperimentConfig, plan: DevicePlan) -> ConfigRecord:
@@ -76,6 +67,7 @@ class RunParts:
     test: UserData
     device: torch.device
     plan: DevicePlan
+    declarations: dict[str, Declaration]
     progress: Progress | None = None
     unsandboxed: str = ""  # why the local attack workers ran without the sandbox ('' = sandboxed, or remote)
     utility: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -94,28 +86,35 @@ class RunParts:
         """Where this prior's scored metrics and figures go."""
         return self.layout.results(self.rule)
 
-    def pool(self, **extra: object) -> AttackPool:
-        """The attack pool over this run's store, sized and bounded by the config; the store of
-        this prior is ``<store root>/<rule>``, the only name a request to a worker carries. Local
-        workers run in the sandbox (``attack.sandbox``); remote ones (``addresses``) are reached
-        over mutual TLS when ``attack.tls_*`` name the files."""
-        a = self.cfg.attack
-        remote = bool(extra.get("addresses"))
-        tls = tls_files(a) if remote else None
-        limits, self.unsandboxed = (None, "") if remote else limits_for(a)
+    def pool(self, names: list[str], on_fit: object = None) -> AttackPool:
+        """The attack pool over this run's store, sized and bounded by ``[workers]``: one lane (sandbox) per attack of
+        ``names`` and the shadow training; the store of this prior is ``<store root>/<run id>``, the only name a
+        request carries. Lanes run sandboxed on this host (``workers.sandbox``), or on the remote workers of
+        ``workers.addresses``, reached over mutual TLS when ``workers.tls_*`` name the files."""
+        w = self.cfg.workers
+        remote = bool(w.addresses)
+        limits, self.unsandboxed = (None, "") if remote else limits_for(w)
         return AttackPool(
             knowledge(self.cfg, self.fed, self.keys),
             str(self.layout.store_root),
-            sandbox=limits,
-            tls=tls,
-            cuda=self.device.type == "cuda",
-            log_dir=self.layout.root / "attack-worker-logs",
-            workers=a.workers,
-            queue_size=a.queue_size,
-            submit_timeout=a.submit_timeout,
+            declarations=self.declarations,
+            params={n: dict(self.cfg.attack.params.get(n, {})) for n in names},
+            outputs=self.layout.outputs(self.rule),
+            count=w.count,
+            queue_size=w.queue_size,
+            submit_timeout=w.submit_timeout,
+            addresses=w.addresses,
+            retry_seconds=w.retry_seconds,
             run_id=self.layout.run_id(self.rule),
-            warm=True,  # a run's workers all train with torch: load its lazy parts while the federation starts
-            **extra,
+            on_fit=on_fit,  # type: ignore[arg-type]
+            sandbox=limits,
+            tls=tls_files(w) if remote else None,
+            cuda=self.device.type == "cuda",
+            log_dir=self.layout.logs(),
+            task_deadline=w.task_deadline,
+            drain_deadline=w.drain_deadline,
+            max_result_mb=w.limits.result,
+            log_mb=w.limits.log,
         )
 
     def fitted(self, pool: AttackPool, names: list[str]) -> list[str]:
@@ -148,8 +147,8 @@ class RunParts:
         }
 
     def needs(self, flag: str) -> bool:
-        """Whether an attack of the suite declares the need ``flag`` (``attacks.contract.Needs``)."""
-        return registry.needs_of(self.cfg.attack.suite, flag)
+        """Whether an attack of the suite declares the need ``flag`` (``core.declaration.Needs``)."""
+        return needs_of(self.declarations, self.cfg.attack.suite, flag)
 
     def timed(self, name: str, fn: Callable[[], object]) -> None:
         """Run ``fn`` and keep its wall time under ``name`` (FL training, attack fitting)."""
@@ -162,13 +161,16 @@ def attack_sandbox(pool: AttackPool, unsandboxed: str) -> str:
     """One line: where the attack code ran and what confined it (the first line of the metrics and the report)."""
     if not pool.local:
         how = "mutual TLS" if pool.tls else "Unix sockets" if all(a.startswith("unix:") for a in pool.addresses) else "plaintext"
-        return f"remote attack workers ({how}): confined by their own host or container"
+        return f"remote attack workers ({how}): one sandbox per attack on their own host or container"
     if pool.sandboxed:
-        return "sandboxed: bubblewrap, uid 65534 without capabilities, no network, seccomp, resource limits"
+        return ("sandboxed: bubblewrap, one sandbox per attack, uid 65534 without capabilities, no network, seccomp, "
+                "read-only inputs, resource limits and a disk quota")
     return f"NOT SANDBOXED ({unsandboxed}): attack code ran as this user, able to read the truth"
 
 
-def prepare_run(cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: Progress | None = None) -> RunParts:
+def prepare_run(
+    cfg: ExperimentConfig, rule: str, layout: RunLayout, declarations: dict[str, Declaration], progress: Progress | None = None
+) -> RunParts:
     """Seed, then build the run's parts under ``layout`` (refused if this prior's truth exists)."""
     layout.results(rule).mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
@@ -185,6 +187,7 @@ def prepare_run(cfg: ExperimentConfig, rule: str, layout: RunLayout, progress: P
         sealer=Sealer(layout.referee(rule)),
         test=fed.test_set(),
         device=pick_device(cfg.device),
-        plan=device_plan(cfg, rule, fed.user_ids),
+        plan=device_plan(cfg, rule, fed.user_ids, needs_of(declarations, cfg.attack.suite, "records")),
+        declarations=declarations,
         progress=progress,
     )

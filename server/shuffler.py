@@ -21,7 +21,7 @@ import hashlib
 import numpy as np
 from flwr.app import Message
 
-from attacks import AnonymousUpdate
+from core.records import AnonymousUpdate
 from core.updates import delta_vector
 from referee.seal import Sealer
 from server.batching import BatchRelease, HeldUpdate, nearest_global

@@ -23,11 +23,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from attacks import AttackPool, RoundSnapshot
+from core.records import RoundSnapshot
 from core.training import TrainConfig
 from server.sampling import TicketSampler
 from server.shuffler import AGGREGATE_KEY, Shuffler
 from server.validation import reply_problem
+from workers import AttackPool
 
 log = logging.getLogger(__name__)
 

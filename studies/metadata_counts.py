@@ -8,7 +8,7 @@ as the curious strategy does (a seeded draw here, not the run's node sampling), 
 private size (as the count defenses' Mods would rewrite it), files those reports as anonymous updates
 (opaque ids, no weights) in a study store, has the ``metadata`` attack fit them in a sandboxed attack
 worker, and scores its ``count_only`` outputs against the owners kept here with
-``referee.reid_metrics.reid_metrics``. No Ray, no FL training: seconds even on FEMNIST. The norm, the
+``core.reid_metrics.reid_metrics``. No Ray, no FL training: seconds even on FEMNIST. The norm, the
 weights and linkage need a real run (``leakbed run``); this measures only the count, which is
 deterministic given the data.
 """
@@ -24,14 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks import AttackerKnowledge, AttackPool, Fit
-from attacks.sandbox import limits_for
 from core.config import ExperimentConfig, load_config
 from core.data import federation
 from core.derive import derived_seed
+from core.knowledge import AttackerKnowledge
+from core.reid_metrics import reid_metrics
 from core.store import UpdateStore
 from defenses.count_report import bucketed
-from referee.reid_metrics import reid_metrics
+from studies.pools import study_pool
+from workers import Fit
 
 ATTACK = "metadata"
 REPORTS = {"exact": lambda n: n, "bucket": bucketed, "constant": lambda _n: 1}  # as the count defenses' Mods report
@@ -55,7 +56,6 @@ def measure(config: str, overrides: list[str], report: str) -> dict:
         prior=fed.prior(),
         corpus_meta=replace(fed.corpus, users={}),
         model=cfg.model,
-        attack=cfg.attack.model_copy(update={"suite": [ATTACK], "params": {}}),  # the counts alone, no weight attacker
         keys=[],
         seed=derived_seed(cfg.seed, "attacker"),
         device="cpu",
@@ -83,7 +83,7 @@ def fit_counts(
     """The metadata attack's outputs on these reports, fitted in a sandboxed worker; ``owners`` joined back here."""
     with tempfile.TemporaryDirectory(prefix="leakbed-counts-") as tmp:
         root = Path(tmp)
-        store = UpdateStore(root / "counts")
+        store = UpdateStore(root / "store" / "counts")
         knowledge.save(store.root)
         ids = np.asarray([secrets.token_hex(8) for _ in owners])
         for rnd in np.unique(rounds):
@@ -91,16 +91,15 @@ def fit_counts(
             n = int(sel.sum())
             meta = {"norm": np.ones(n), "sparsity": np.zeros(n), "nbytes": np.zeros(n)}
             store.write_anon(int(rnd), "counts", list(ids[sel]), np.zeros((n, 1), np.float32), counts[sel], meta)
-        a = cfg.attack
-        pool = AttackPool(knowledge, str(root), workers=1, queue_size=a.queue_size, submit_timeout=a.submit_timeout,
-                          sandbox=limits_for(a)[0], log_dir=root / "logs", run_id="counts")  # fmt: skip
+        # the counts alone: the pool runs the metadata attack with no weight attacker beside it (nothing to build on)
+        pool = study_pool(cfg, knowledge, root, [ATTACK], run_id="counts", count=1)
         try:
-            pool.fit([Fit(ATTACK, store="counts")])
+            pool.fit([Fit(ATTACK)])
         finally:
             pool.close()
-        if not pool.stats.fitted(f"counts:{ATTACK}"):
+        if not pool.stats.fitted(ATTACK):
             raise RuntimeError(f"the metadata fit failed: {'; '.join(pool.stats.errors[-2:])}")
-        result = store.read_result(ATTACK)
+        result = pool.read_output(Fit(ATTACK))
     owner_of = dict(zip(ids, owners, strict=True))
     return {**result, "owners": np.asarray([owner_of[str(i)] for i in result["ids"]])}
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attacks import AttackerKnowledge, AttackPool, Fit
-from attacks.sandbox import limits_for
 from core.config import ConfigError, ExperimentConfig
+from core.declaration import ParamsError, check_params
+from core.knowledge import AttackerKnowledge
 from core.layout import RunLayout
 from core.store import UpdateStore
-from referee.context import ScoreContext
-from referee.scorers import params_for, score_one
+from referee.context import ParamsView, ScoreContext
+from referee.scorers import score_one
 from referee.truth import Referee
+from studies.pools import declarations_of
+from workers import AttackPool, Fit
+from workers.sandbox import limits_for
 
 ATTACK = "open-world"
 
@@ -60,17 +63,25 @@ def attack_at(cfg: ExperimentConfig, run_dir: Path, prior: str, seen: list[float
     attack workers; score each with the attack's scorer."""
     layout = RunLayout(run_dir)
     store = UpdateStore(layout.store(prior))
-    a = cfg.attack
-    limits, _ = limits_for(a)
+    decl = declarations_of(cfg, [ATTACK])[ATTACK]
+    try:
+        table = check_params(decl, cfg.attack.params.get(ATTACK), f"attack.params.{ATTACK}")
+    except ParamsError as err:
+        raise ConfigError(str(err)) from None
+    w = cfg.workers
     pool = AttackPool(
         AttackerKnowledge.load(store.root),
         str(layout.store_root),
-        workers=a.workers,
-        queue_size=a.queue_size,
-        submit_timeout=a.submit_timeout,
-        sandbox=limits,
-        log_dir=run_dir / "attack-worker-logs",
+        declarations={ATTACK: decl},
+        params={ATTACK: table},
+        outputs=layout.outputs(prior),
+        count=w.count,
+        sandbox=limits_for(w)[0],
+        log_dir=layout.logs(),
         run_id=layout.run_id(prior),
+        task_deadline=w.task_deadline,
+        max_result_mb=w.limits.result,
+        shadow=False,
     )
     try:
         pool.fit([Fit(ATTACK, output=variant(s), params={"seen_fraction": s}) for s in seen])
@@ -80,8 +91,10 @@ def attack_at(cfg: ExperimentConfig, run_dir: Path, prior: str, seen: list[float
     for s in seen:
         if not pool.stats.fitted(variant(s)):
             raise RuntimeError(f"the open-world fit at seen share {s:g} failed: {'; '.join(pool.stats.errors[-2:])}")
-        params = params_for(ATTACK, a.params.get(ATTACK), {"seen_fraction": s})
-        m = score_one(ATTACK, ScoreContext(ATTACK, variant(s), params, truth, store, cfg, prior, layout.results(prior)))
+        params = ParamsView({**table, "seen_fraction": s})
+        ctx = ScoreContext(ATTACK, variant(s), params, decl.scoring, truth, store, cfg, prior, layout.results(prior),
+                           layout.outputs(prior))
+        m = score_one(decl, ctx)
         m.pop("notes", None)
         out[s] = m
     return out
@@ -121,13 +134,19 @@ def plot(results: dict[float, dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def holdout_fraction(cfg: ExperimentConfig) -> float:
+    """The open-world attack's share of holdout users, as its declaration completes the run's parameters."""
+    decl = declarations_of(cfg, [ATTACK])[ATTACK]
+    return float(check_params(decl, cfg.attack.params.get(ATTACK), f"attack.params.{ATTACK}")["holdout_fraction"])
+
+
 def report(results: dict[float, dict], out: Path, cfg: ExperimentConfig, prior: str, lost: tuple[int, int] = (0, 0)) -> Path:
     pct = lambda v: "n/a" if v != v else f"{100 * v:.1f}"  # noqa: E731
     lines = [
         "# Open-world re-identification and matching (seed 001 §6.1.2, Figure 6 form)",
         "",
         f"{cfg.name}, {prior} prior, {cfg.fl.rounds} rounds; holdout users (train the 'unseen' class): "
-        f"{params_for(ATTACK, cfg.attack.params.get(ATTACK)).holdout_fraction:.2f} of the users. AP in %, chance in brackets.",
+        f"{holdout_fraction(cfg):.2f} of the users. AP in %, chance in brackets.",
         "",
         *(
             [f"**Warning: {lost[0]} of {lost[1]} sampled device replies failed; the attacks saw only the rest.**", ""]

@@ -17,7 +17,7 @@ from torch import nn
 from core.data.corpus import Corpus
 from core.models import build_model, final_linear
 from core.multitask import _with_hidden
-from referee.reid_metrics import reid_metrics
+from core.reid_metrics import reid_metrics
 from studies.plots import pct, plt, table, write
 from studies.run_view import RunView
 

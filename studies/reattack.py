@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks import AttackerKnowledge, AttackPool, Fit
-from attacks.sandbox import limits_for
 from core.config import ExperimentConfig
+from core.knowledge import AttackerKnowledge
 from core.layout import check_run_id
+from core.reid_metrics import reid_metrics
 from core.store import UpdateStore
-from referee.reid_metrics import reid_metrics
+from studies.pools import study_pool
+from workers import Fit
 
 
 @dataclass
@@ -81,29 +82,18 @@ class ReAttack:
 
     def run(self) -> dict[str, Outputs]:
         """Fit every variant in sandboxed workers; each variant's outputs with its owners."""
-        a = self.cfg.attack
-        limits, _ = limits_for(a)
-        pool = AttackPool(
-            self.knowledge,
-            str(self.root / "store"),
-            workers=a.workers,
-            queue_size=max(a.queue_size, len(self._owners)),
-            submit_timeout=a.submit_timeout,
-            sandbox=limits,
-            log_dir=self.root / "worker-logs",
-            run_id="knowledge",
-        )
+        pool = study_pool(self.cfg, self.knowledge, self.root, [self.attack], run_id="knowledge")
+        jobs = {v: Fit(self.attack, store=v) for v in self._owners}
         try:
-            pool.fit([Fit(self.attack, store=v) for v in self._owners])
+            pool.fit(list(jobs.values()))
         finally:
             pool.close()
         failed = [v for v in self._owners if not pool.stats.fitted(f"{v}:{self.attack}")]
         if failed:
             raise RuntimeError(f"the {self.attack} fit of variant {failed[0]} failed: {'; '.join(pool.stats.errors[-2:])}")
-        return {v: self._outputs(v) for v in self._owners}
+        return {v: self._outputs(v, pool.read_output(job)) for v, job in jobs.items()}
 
-    def _outputs(self, variant: str) -> Outputs:
+    def _outputs(self, variant: str, pred: dict[str, np.ndarray]) -> Outputs:
         ids, owners = self._owners[variant]
-        pred = UpdateStore(self.root / "store" / variant).read_result(self.attack)
         owner_of = dict(zip(ids, owners, strict=True))
         return Outputs(np.asarray([owner_of[str(i)] for i in pred["ids"]]), pred["rounds"], pred["classes"], pred["scores"])

@@ -11,14 +11,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attacks import AttackerKnowledge, registry
 from core.config import ExperimentConfig, load_config
 from core.data import Federation, UserData, federation
+from core.declaration import reid_names
+from core.knowledge import AttackerKnowledge
 from core.layout import RunLayout
 from core.models import attack_keys, build_model
 from core.store import UpdateStore
 from core.training import TrainConfig, load_arrays, local_update, state_arrays
 from referee.truth import Referee
+from studies.pools import declarations_of
 from studies.reattack import ReAttack
 
 
@@ -75,7 +77,7 @@ class RunView:
     @property
     def attacker(self) -> str:
         """The run's first closed-world re-identification attack: the one the studies re-fit."""
-        names = registry.reid_names(self.cfg.attack.suite)
+        names = reid_names(declarations_of(self.cfg, self.cfg.attack.suite), self.cfg.attack.suite)
         if not names:
             raise ValueError(f"{self.run_dir}: the run's attack.suite has no re-identification attack (mlp, svm, knn...)")
         return names[0]

@@ -50,7 +50,7 @@ def tiny_config(*overrides: str) -> ExperimentConfig:
         "data.synthetic.image_size=8",
         "fl.rounds=2",
         "fl.fraction_train=0.5",
-        "attack.workers=1",
+        "workers.count=1",
     ]
     cfg = build_config({}, [*base, *overrides])
     if "mlp" in cfg.attack.suite and "mlp" not in cfg.attack.params:  # a quicker MLP than the seed's 100 epochs

@@ -1,6 +1,8 @@
 """The folders are the architecture (DESIGN.md): who may import whom, counting imports inside
 functions, with no cycle between packages nor between the files of one; the server reaches the referee
-only to seal and imports no defense; plugins are found by entry points, never by a name check."""
+only to seal and imports no defense; no trusted module imports attack code (only ``workers.inside``, run in a
+sandbox, and ``leakbed.plugin``, the module a plugin imports, do); plugins are found by entry points, never by a
+name check."""
 
 from __future__ import annotations
 
@@ -13,18 +15,21 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-PACKAGES = ("core", "defenses", "client", "attacks", "referee", "server", "studies", "leakbed")
+PACKAGES = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies", "leakbed")
 # DESIGN.md's table: the packages of ours each may import
 ALLOWED = {
     "core": set(),
     "defenses": {"core"},
     "client": {"core", "defenses"},
     "attacks": {"core"},
-    "referee": {"core", "attacks"},
-    "server": {"core", "attacks", "referee"},
-    "studies": {"core", "defenses", "client", "attacks", "referee", "server"},
-    "leakbed": {"core", "defenses", "client", "attacks", "referee", "server", "studies"},
+    "workers": {"core", "attacks"},  # attacks: its in-sandbox entry points only (test below)
+    "referee": {"core", "workers"},
+    "server": {"core", "workers", "referee"},
+    "studies": {"core", "defenses", "client", "workers", "referee", "server"},
+    "leakbed": {"core", "defenses", "client", "attacks", "workers", "referee", "server", "studies"},
 }
+# the only modules of ours that may import attack code: they run inside a sandbox, or are what a plugin imports
+ATTACK_IMPORTERS = ("workers/inside/", "leakbed/plugin.py")
 SERVER_MAY_USE_OF_REFEREE = {"referee.seal"}  # sealing only
 
 
@@ -81,6 +86,18 @@ def test_the_server_uses_the_referee_only_to_seal():
     assert {m.rsplit(".", 1)[0] if m.count(".") > 1 else m for m in used} <= SERVER_MAY_USE_OF_REFEREE, used
 
 
+def test_no_trusted_module_imports_attack_code():
+    """Attack code (built-in or a plugin's) runs only in a sandbox: trusted code knows it as a declaration."""
+    for pkg in PACKAGES:
+        if pkg == "attacks":
+            continue
+        for module, places in imports(pkg).items():
+            if module.split(".")[0] != "attacks":
+                continue
+            bad = [w for w in places if not w.startswith(ATTACK_IMPORTERS)]
+            assert not bad, f"{module} imported outside a sandbox's entry point: {sorted(bad)[:3]}"
+
+
 def test_the_shared_import_graph_tool_agrees():
     """``python3 ../shared/tools/import_graph.py`` prints the package graph; it must find no cycle."""
     tool = REPO.parent / "shared" / "tools" / "import_graph.py"
@@ -132,31 +149,31 @@ def test_no_cycles_between_the_files_of_a_package():
 
 def test_no_name_checks_of_plugins_outside_their_own_modules():
     """Core, client, server, referee, studies and the product know plugins by entry point, never by name."""
-    from attacks import registry as attacks
     from defenses import registry as defenses
+    from workers.introspect import published
 
-    names = [*attacks.names(), *defenses.names()]
+    names = [*published(), *defenses.names()]
     alternatives = "|".join(map(re.escape, names))
     pattern = re.compile(r"""(==|!=|\bin)\s*\(?\s*["'](""" + alternatives + r""")["']""")
-    for package in ("core", "client", "server", "referee", "studies", "leakbed"):
+    for package in ("core", "client", "workers", "server", "referee", "studies", "leakbed"):
         for path in (REPO / package).rglob("*.py"):
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 assert not pattern.search(line), f"{path.relative_to(REPO)}:{n} checks a plugin by name: {line.strip()}"
 
 
 def test_every_built_in_plugin_declares_its_source_threat_and_parameters():
-    from pydantic import BaseModel
-
-    from attacks import registry as attacks
     from defenses import registry as defenses
-    from referee.scorers import scorer_of
+    from referee.kinds import KINDS
+    from workers.introspect import Introspector, published
+    from workers.sandbox import Limits, available
 
-    for name in attacks.names():
-        cls = attacks.attack(name)
-        assert cls.source and cls.threat, f"attack {name} must cite its source and state its threat model"
-        assert issubclass(cls.params, BaseModel) and callable(scorer_of(name))
-        for field, info in cls.params.model_fields.items():
-            assert info.description and "[" in info.description, f"attack {name}: {field} needs a description with a unit"
+    decls = Introspector(Limits() if available() == "" else None).declarations(sorted(published()))
+    for name, decl in decls.items():
+        assert decl.source and decl.threat, f"attack {name} must cite its source and state its threat model"
+        assert decl.scoring.kind == "plugin" or decl.scoring.kind in KINDS, f"attack {name}: unknown scorer kind"
+        for field, info in decl.params_schema.get("properties", {}).items():
+            text = info.get("description", "")
+            assert text and "[" in text, f"attack {name}: {field} needs a description with a unit"
     for name in defenses.names():
         d = defenses.defense(name)
         assert d.source and d.threat, f"defense {name} must cite its source and state its threat model"
@@ -169,7 +186,7 @@ def test_core_knows_attack_names_and_parameter_tables_only():
     from core.config import AttackConfig
 
     assert "suite" in AttackConfig.model_fields and "params" in AttackConfig.model_fields
-    from attacks import registry
+    from workers.introspect import published
 
     fields = {f.replace("_", "-") for f in AttackConfig.model_fields}
-    assert not fields & set(registry.names()), "core.config names an attack's own section"
+    assert not fields & set(published()), "core.config names an attack's own section"

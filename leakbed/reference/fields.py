@@ -82,3 +82,39 @@ def table(found: list[Row]) -> str:
         cells = [f"`{r.key}`", f"`{r.type}`", f"`{r.default}`", r.unit, r.bound, r.description]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
+
+
+SCHEMA_BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"),
+                 ("minLength", "length ≥"), ("maxLength", "length ≤"), ("minItems", "length ≥"), ("maxItems", "length ≤"))
+
+
+def _schema_type(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return "Literal[" + ", ".join(repr(v) for v in prop["enum"]) + "]"
+    if "anyOf" in prop:
+        return " | ".join(_schema_type(p) for p in prop["anyOf"])
+    if prop.get("type") == "array":
+        return f"list[{_schema_type(prop.get('items', {}))}]"
+    names = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "None"}
+    return names.get(prop.get("type", ""), "any")
+
+
+def schema_rows(schema: dict[str, Any], defaults: dict[str, Any], prefix: str = "") -> list[Row]:
+    """Every leaf field of a declared params schema (a plugin known as data: its model's JSON schema and defaults),
+    nested objects flattened into dotted keys."""
+    defs = schema.get("$defs", {})
+    out: list[Row] = []
+    for name, prop in schema.get("properties", {}).items():
+        key = f"{prefix}{name}"
+        if "$ref" in prop or ("allOf" in prop and "$ref" in prop["allOf"][0]):
+            ref = prop.get("$ref") or prop["allOf"][0]["$ref"]
+            nested = defs.get(ref.rsplit("/", 1)[-1], {})
+            out.extend(schema_rows({**nested, "$defs": defs}, defaults.get(name) or {}, f"{key}."))
+            continue
+        text, unit = split_unit(prop.get("description"))
+        value = defaults.get(name)
+        shown = repr(value) if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
+        bounds = [f"{sign} {prop[attr]:g}" if isinstance(prop[attr], float) else f"{sign} {prop[attr]}"
+                  for attr, sign in SCHEMA_BOUNDS if attr in prop]
+        out.append(Row(key, _schema_type(prop), shown, unit, ", ".join(bounds), text))
+    return out

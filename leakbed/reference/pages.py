@@ -1,4 +1,5 @@
-"""Write the generated reference pages into the docs tree (the docs build's hook calls it before every build)."""
+"""The generated reference pages: the docs build's hook (``docs/hooks/reference.py``) adds them to every build
+as generated files, so they are never written into (nor committed in) the checkout's ``docs/`` folder."""
 
 from __future__ import annotations
 
@@ -15,13 +16,18 @@ PAGES = {
 }
 
 
+def generate() -> dict[str, str]:
+    """Every generated page's markdown, by its file name under the site's ``reference/`` folder."""
+    return {name: make() for name, make in PAGES.items()}
+
+
 def write(folder: Path) -> list[Path]:
-    """Every generated page into ``folder``; a page is rewritten only when its text changed."""
+    """Every generated page into ``folder`` (to read them outside a docs build; the build itself does not call
+    this). A page is rewritten only when its text changed."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, make in PAGES.items():
+    for name, text in generate().items():
         path = folder / name
-        text = make()
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
         written.append(path)

@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attacks import worker
-from attacks.knowledge import AttackerKnowledge
 from core.config import AttackConfig, ExperimentConfig, ModelConfig
 from core.data.corpus import Corpus, UserData
+from core.knowledge import AttackerKnowledge
 from core.store import UpdateStore
 from referee.context import ScoreContext
 from referee.scorers import params_for, score_one
 from referee.seal import Sealer
 from referee.truth import Referee
+from workers.inside import worker
 
 CLASSES = 6
 torch.set_num_threads(1)  # tiny models: threads only contend on a shared machine

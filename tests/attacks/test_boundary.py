@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks import AnonymousUpdate, AttackerKnowledge, RoundSnapshot
-from attacks.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON
 from core.data import federation
 from core.derive import derived_seed
+from core.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON, AttackerKnowledge
+from core.records import AnonymousUpdate, RoundSnapshot
 from server.run_parts import knowledge
 from tests.conftest import REPO, tiny_config
 

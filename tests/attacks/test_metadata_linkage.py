@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from attacks import linkage, metadata
-from attacks.knowledge import AttackerKnowledge
 from core.config import AttackConfig, ExperimentConfig, ModelConfig
 from core.data.corpus import Corpus, UserData
+from core.knowledge import AttackerKnowledge
 from core.store import UpdateStore
 from defenses.count_report import bucketed
 from referee.seal import Sealer

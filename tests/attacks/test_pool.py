@@ -5,13 +5,15 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from attacks import AnonymousUpdate, AttackerKnowledge, AttackPool, RoundSnapshot
 from core.data import federation
+from core.knowledge import AttackerKnowledge
 from core.models import attack_keys, build_model
 from core.processes import free_port
+from core.records import AnonymousUpdate, RoundSnapshot
 from core.store import UpdateStore
 from core.training import state_arrays
 from tests.conftest import tiny_config
+from workers import AttackPool
 
 TRAIN = {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0}
 
@@ -237,7 +239,7 @@ def _kill_when_busy(pool: AttackPool, restarts: int, busy_seconds: float = 1.0) 
 def test_a_task_that_kills_its_sandboxed_worker_twice_fails_with_the_cause_and_the_pool_goes_on(tmp_path):
     """A worker dying in its sandbox mid-task (killed, out of memory) gets the task redelivered once; when the
     next worker dies of it too, the task fails with the cause of death, and later work is analysed as usual."""
-    from attacks.sandbox import Limits
+    from workers.sandbox import Limits
 
     knowledge, arrays, keys = _knowledge()
     dim = sum(arrays[k].size for k in keys)
@@ -268,7 +270,7 @@ def test_a_task_that_kills_its_sandboxed_worker_twice_fails_with_the_cause_and_t
 
 def test_a_task_over_the_sandbox_limits_fails_with_the_reason(tmp_path):
     """One global model larger than the file-size limit: that round's task fails, saying so; the rest goes on."""
-    from attacks.sandbox import Limits
+    from workers.sandbox import Limits
 
     knowledge, arrays, keys = _knowledge()
     dim = sum(arrays[k].size for k in keys)

@@ -3,8 +3,8 @@ import pytest
 
 from attacks import profile
 from attacks.profile import ProfileParams
-from attacks.records import RoundSnapshot
 from core.config import AttackConfig, SyntheticConfig
+from core.records import RoundSnapshot
 from referee import score_profile
 from tests.attacks.reid_store import fit, make, score
 
@@ -32,9 +32,9 @@ def test_profile_finds_fitting_users_and_falls_to_chance_on_shuffled_owners(tmp_
 
 
 def _profile_setup(tmp_path):
-    from attacks.knowledge import AttackerKnowledge
     from core.config import ModelConfig
     from core.data.synthetic import generate
+    from core.knowledge import AttackerKnowledge
     from core.models import attack_keys, build_model
     from core.store import UpdateStore
     from core.training import state_arrays

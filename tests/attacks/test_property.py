@@ -8,10 +8,10 @@ from sklearn.metrics import roc_auc_score
 
 from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
 from attacks.gradient_features import pooled_features
-from attacks.knowledge import AttackerKnowledge
 from attacks.property_passive import classifier
 from core.config import build_config
 from core.data import federation
+from core.knowledge import AttackerKnowledge
 from core.models import build_model
 from core.training import state_arrays
 

@@ -11,18 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import AnonymousUpdate, AttackerKnowledge, AttackPool, RoundSnapshot
 from attacks.reconstruction import local_setting
 from client.batch_truth import batch_truth
 from core.config import ExperimentConfig, build_config
 from core.data import federation
+from core.knowledge import AttackerKnowledge
 from core.models import attack_keys, build_model
+from core.records import AnonymousUpdate, RoundSnapshot
 from core.store import UpdateStore
 from core.training import TrainConfig, local_update, state_arrays
 from core.updates import delta_vector
 from referee.seal import Sealer
 from referee.truth import Referee
 from tests.attacks.reid_store import score_with
+from workers import AttackPool
 
 BASE = [
     "data.synthetic.users=6",
@@ -31,7 +33,7 @@ BASE = [
     "data.synthetic.property_rate=0.5",
     "split.priors=['random']",
     "fl.lr=0.1",
-    "attack.workers=1",
+    "workers.count=1",
 ]
 SHARED = {"updates": 3, "classifier_epochs": 30, "classifier_lr": 1e-3}
 PARAMS = {

@@ -3,7 +3,7 @@ import pytest
 
 from attacks import registry
 from attacks.reidentify import KNNParams, MLPParams, mlp_classifier
-from referee.reid_metrics import reid_metrics
+from core.reid_metrics import reid_metrics
 
 PARAMS = {"mlp": {"epochs": 200}}
 

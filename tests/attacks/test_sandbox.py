@@ -1,4 +1,4 @@
-"""The sandbox of attack workers (``attacks.sandbox``): what a sandboxed process sees, what it is, its limits,
+"""The sandbox of attack workers (``workers.sandbox``): what a sandboxed process sees, what it is, its limits,
 and ``leakbed sandbox-run``. The red team's break-out probes are in ``tests/redteam``."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from attacks import sandbox
-from attacks.sandbox import Limits, Sandbox
 from core.processes import alive, descendants
 from leakbed.cli import main as leakbed_main
+from workers import sandbox
+from workers.sandbox import Limits, Sandbox
 
 LOOK = """
 import json, os, pathlib, sys
@@ -98,7 +98,7 @@ def test_the_host_sees_an_unprivileged_user_without_capabilities(tmp_path):
 def test_it_dies_with_its_spawner(tmp_path):
     spawner = (
         "import subprocess, sys, time, pathlib\n"
-        "from attacks.sandbox import Sandbox\n"
+        "from workers.sandbox import Sandbox\n"
         f"p = Sandbox(pathlib.Path({str(tmp_path)!r})).popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
         "print(p.pid, flush=True)\n"
         "time.sleep(120)\n"

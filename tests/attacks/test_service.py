@@ -3,12 +3,13 @@
 import grpc
 import numpy as np
 import pytest
+from workers.inside.worker import serve
 
-from attacks import AnonymousUpdate, RoundSnapshot, transport
-from attacks.remote import main as remote_main
-from attacks.transport import pb, pb_grpc
-from attacks.worker import serve
+from core.records import AnonymousUpdate, RoundSnapshot
 from core.store import UpdateStore
+from workers import transport
+from workers.remote import main as remote_main
+from workers.transport import pb, pb_grpc
 
 
 def _update(uid: str, rnd: int = 1, full: bool = False) -> AnonymousUpdate:
@@ -102,10 +103,11 @@ def test_a_warm_worker_loads_torchs_lazy_parts_before_its_first_task(tmp_path):
     import threading
     import time
 
-    from attacks.worker_process import WorkerProcess
+    from workers.worker_process import WorkerProcess
+
     from leakbed.cli import main as leakbed_main
 
-    code = "import sys, attacks.worker as w; sys.exit(w.main(sys.argv[1:]))"
+    code = "import sys, workers.inside.worker as w; sys.exit(w.main(sys.argv[1:]))"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "--socket", str(tmp_path / "w.sock"), "--store", str(tmp_path), "--warm"],
         stderr=subprocess.PIPE,
@@ -124,7 +126,7 @@ def test_a_warm_worker_loads_torchs_lazy_parts_before_its_first_task(tmp_path):
 
     seen: list = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("attacks.remote.run", lambda args: seen.append(args) or 0)
+        mp.setattr("workers.remote.run", lambda args: seen.append(args) or 0)
         assert leakbed_main(["attack-worker", "--port", "9", "--store", str(tmp_path), "--warm", "--insecure"]) == 0
     assert seen and seen[0].warm
 

@@ -16,13 +16,13 @@ from torch import nn
 
 import attacks.shadow as shadow
 import core.batched_training as batched_training
-from attacks.knowledge import AttackerKnowledge
-from attacks.records import RoundSnapshot
 from attacks.shadow import batchable, shadow_seed, shadow_updates
 from core.batched_training import batched_local_updates, unsupported
 from core.config import AttackConfig, ModelConfig
 from core.data.corpus import Corpus, UserData
+from core.knowledge import AttackerKnowledge
 from core.models import attack_keys, build_model
+from core.records import RoundSnapshot
 from core.training import TrainConfig, load_arrays, local_update, state_arrays
 from core.updates import delta_vector
 

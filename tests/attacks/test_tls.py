@@ -17,16 +17,17 @@ from types import SimpleNamespace
 import grpc
 import numpy as np
 import pytest
+from workers.inside.worker import serve
 
-from attacks import AttackPool, RoundSnapshot
-from attacks.tls import TlsFiles, server_credentials
-from attacks.transport import pb, pb_grpc
-from attacks.worker import serve
 from core.config import ConfigError
 from core.processes import free_port
+from core.records import RoundSnapshot
 from core.store import UpdateStore
 from tests.attacks.test_pool import TRAIN, _anon, _knowledge
 from tests.conftest import tiny_config
+from workers import AttackPool
+from workers.tls import TlsFiles, server_credentials
+from workers.transport import pb, pb_grpc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +136,7 @@ def test_leakbed_attack_worker_serves_mutual_tls_with_the_attack_code_sandboxed(
     port = free_port()
     store = tmp_path / "store"
     store.mkdir()
-    argv = [sys.executable, "-m", "attacks.remote", "--port", str(port), "--store", str(store), "--sandbox", "on"]
+    argv = [sys.executable, "-m", "workers.remote", "--port", str(port), "--store", str(store), "--sandbox", "on"]
     argv += ["--ssl-certfile", str(certs / "worker.pem"), "--ssl-keyfile", str(certs / "worker.key")]
     argv += ["--ssl-ca-certfile", str(certs / "ca.crt"), "--log-dir", str(tmp_path / "logs")]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -164,10 +165,10 @@ def test_tls_settings_go_together_and_missing_files_are_refused_before_the_run(t
     from server.run_parts import RunParts
 
     with pytest.raises(ConfigError, match="go together"):
-        tiny_config(f"attack.tls_root_cert={tmp_path / 'ca.crt'}")
-    missing = [f"attack.tls_root_cert={tmp_path / 'ca.crt'}", f"attack.tls_cert={tmp_path / 'p.pem'}"]
-    remote = tiny_config('attack.worker_addresses=["10.0.0.5:7070"]', *missing, f"attack.tls_key={tmp_path / 'p.key'}")
-    with pytest.raises(ValueError, match="attack.tls_root_cert .*no such file"):
+        tiny_config(f"workers.tls_root_cert={tmp_path / 'ca.crt'}")
+    missing = [f"workers.tls_root_cert={tmp_path / 'ca.crt'}", f"workers.tls_cert={tmp_path / 'p.pem'}"]
+    remote = tiny_config('workers.addresses=["10.0.0.5:7070"]', *missing, f"workers.tls_key={tmp_path / 'p.key'}")
+    with pytest.raises(ValueError, match="workers.tls_root_cert .*no such file"):
         preflight(remote)
-    with pytest.raises(ValueError, match="attack.tls_root_cert .*no such file"):
-        RunParts.pool(SimpleNamespace(cfg=remote), addresses=remote.attack.worker_addresses)
+    with pytest.raises(ValueError, match="workers.tls_root_cert .*no such file"):
+        RunParts.pool(SimpleNamespace(cfg=remote), addresses=remote.workers.addresses)

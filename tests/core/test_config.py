@@ -72,7 +72,7 @@ def test_frozen_config_round_trips(tmp_path):
         ("attack.suite=['mlp','mlp']", "attack.suite"),
         ("attack.suite=['property','property']", "attack.suite"),
         ("attack.suite=['No Such']", "attack.suite"),  # unknown names: leakbed.registry, before the run
-        ("attack.worker_addresses=['no-port']", "attack.worker_addresses"),
+        ("workers.addresses=['no-port']", "workers.addresses"),
         ("adversary.users=['u1','u1']", "adversary.users"),
     ],
 )

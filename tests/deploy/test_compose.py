@@ -120,10 +120,10 @@ def test_cli_renders_and_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -
     assert "--run-config" in err and "data.synthetic.users=2" in err
     # the printed hint is one shell word list: the run config survives the shell's quoting
     hint = shlex.split(err.splitlines()[-1].split("start a run: ", 1)[1])
-    assert 'attack.worker_addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
+    assert 'workers.addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
     assert cli_main(["compose", "--file", "tls", "--supernodes", "2", "--workers", "1"]) == 0
     hint = shlex.split(capsys.readouterr().err.splitlines()[-1].split("start a run: ", 1)[1])
-    assert 'attack.worker_addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
+    assert 'workers.addresses=["unix:/run/attack-workers/0/worker.sock"]' in hint[hint.index("--run-config") + 1]
     assert cli_main(["compose", "--supernodes", "0"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--supernodes 0" in err
@@ -191,10 +191,10 @@ def test_printed_run_config_is_a_valid_experiment() -> None:
     assert split_overrides(" ".join(sets)) == sets
     cfg = load_config(None, sets)
     assert cfg.data.synthetic.users == 4
-    assert cfg.attack.worker_addresses == compose.worker_addresses(3)
+    assert cfg.workers.addresses == compose.worker_addresses(3)
     assert cfg.telemetry.port == compose.SERVER_METRICS_PORT and cfg.telemetry.host == "0.0.0.0"
     assert cfg.telemetry.hold_seconds > 5  # longer than Prometheus' scrape interval: the final values get scraped
-    assert not cfg.attack.tls_root_cert  # Unix sockets: no TLS
+    assert not cfg.workers.tls_root_cert  # Unix sockets: no TLS
     assert load_config(None, compose.overrides(4, 3, tls=True)) == cfg
     scrape = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
     assert int(scrape.rstrip("s")) < cfg.telemetry.hold_seconds

@@ -12,19 +12,43 @@ import pytest
 
 from tests.conftest import REPO
 
+DOCS = REPO / "docs"
+
+
+def _docs_tree() -> dict[str, tuple[int, int]]:
+    """Every file under docs/ with its modification time and size."""
+    return {str(p.relative_to(DOCS)): (p.stat().st_mtime_ns, p.stat().st_size) for p in DOCS.rglob("*") if p.is_file()}
+
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    """The site built into a folder of its own, with the docs/ tree before and after the build."""
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out), "-f", str(REPO / "mkdocs.yml")]
+    before = _docs_tree()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    return out
+    return out, before, _docs_tree()
+
+
+@pytest.fixture(scope="module")
+def site(built: tuple[Path, dict, dict]) -> Path:
+    return built[0]
 
 
 def _page(name: str) -> str:
-    return (REPO / "docs" / "reference" / name).read_text(encoding="utf-8")
+    """A generated reference page's markdown, as the build's hook adds it to the site."""
+    from leakbed.reference.pages import PAGES
+
+    return PAGES[name]()
+
+
+def test_the_build_leaves_the_checkouts_docs_folder_alone(built: tuple[Path, dict, dict]) -> None:
+    site, before, after = built
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    assert not changed, f"the docs build wrote into docs/: {changed}"  # the reference pages exist in the site only
+    assert (site / "reference" / "catalog" / "index.html").is_file()
 
 
 def test_the_site_builds_with_every_reference_page(site: Path) -> None:
@@ -63,3 +87,18 @@ def test_every_metric_and_plugin_is_in_the_reference(site: Path) -> None:
     commands = _page("cli.md")
     for command in ("run", "validate", "sweep", "sandbox-run", "deploy-local", "compose", "attack-worker"):
         assert f"## `leakbed {command}`" in commands, command
+
+
+def test_the_generated_pages_point_only_at_pages_that_exist(site: Path) -> None:
+    import re
+
+    from leakbed.reference.pages import PAGES
+
+    for name in PAGES:
+        text = _page(name)
+        assert "README's" not in text, f"{name} names a README section instead of linking a page"
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if "://" not in target:  # another generated page, or a page of docs/
+                assert target in PAGES or (DOCS / "reference" / target).resolve().is_file(), f"{name} links {target}"
+    catalog = (site / "reference" / "catalog" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../../tutorials/attack-plugin/"' in catalog and 'href="../../tutorials/defense-plugin/"' in catalog

@@ -36,7 +36,7 @@ VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where fl
 # `set` is split on whitespace outside brackets and quotes on the server (core.config.split_overrides),
 # so the TOML array passes as written inside the single-quoted (literal) value.
 OVERRIDES = (
-    "data.synthetic.users=2 fl.rounds=2 fl.fraction_train=1.0 attack.workers=1 "
+    "data.synthetic.users=2 fl.rounds=2 fl.fraction_train=1.0 workers.count=1 "
     'data.synthetic.examples_per_user=40 split.priors=["random"]'
 )
 

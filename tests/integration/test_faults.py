@@ -107,7 +107,7 @@ def test_a_killed_attack_worker_comes_back_and_the_analysed_count_catches_up(tmp
         "fl.fraction_train=1.0",
         'split.priors=["random"]',
         'attack.suite=["knn"]',
-        "attack.workers=2",
+        "workers.count=2",
     ]
     cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
     cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
@@ -147,7 +147,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
         nodes.append(procs.start(f"supernode{pid}", [*argv, "--node-config", f"partition-id={pid} num-partitions=3"], env))
     overrides = (
         "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "
-        f'attack.workers=1 attack.suite=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
+        f'workers.count=1 attack.suite=["knn"] split.priors=["random"] telemetry.port={metrics_port} '
         "telemetry.hold_seconds=8"  # the last scrape comes within one poll (<= 2.5 s) of run_finished
     )
     run_config = f"set='{overrides}' out-dir='{run}' prior='random'"

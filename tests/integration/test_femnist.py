@@ -25,7 +25,7 @@ def femnist_run(tmp_path_factory):
             "fl.rounds=8",
             "fl.fraction_train=0.34",
             'model.attack_layers=["features.0"]',
-            "attack.workers=1",
+            "workers.count=1",
         ],
     )
     out = tmp_path_factory.mktemp("femnist")

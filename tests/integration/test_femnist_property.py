@@ -19,7 +19,7 @@ def test_bold_batches_are_told_from_updates(tmp_path):
         pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
         REPO / "configs" / "femnist-property.toml",
-        [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "fl.rounds=12", "attack.workers=1"],
+        [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "fl.rounds=12", "workers.count=1"],
     )
     run = simulate(cfg, "random", tmp_path)
     prop = run["suite"]["property"]

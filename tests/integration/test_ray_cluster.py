@@ -74,7 +74,7 @@ def test_run_joins_a_two_node_cluster_and_places_actors_on_both(two_node_cluster
         "data.synthetic.image_size=8",
         "fl.rounds=2",
         "fl.fraction_train=1.0",  # 6 devices a round: both actors get work
-        "attack.workers=1",
+        "workers.count=1",
         "attack.params.mlp.epochs=50",
         'split.priors=["random"]',
     ]

@@ -20,7 +20,7 @@ SMALL = [
     "fl.rounds=8",
     "fl.fraction_train=0.3",
     "fl.lr=0.1",
-    "attack.workers=2",
+    "workers.count=2",
     f"attack.suite={SUITE}",
     "attack.params.mlp.epochs=100",
     *[f"attack.params.{t}.{k}" for t in SIAMESE_TABLES for k in ("epochs=20", "eval_pairs=4000")],

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 SETS = (
     "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "
     "fl.secure_aggregation=\"secagg+\" fl.secagg.max_weight=100 data.property_plan.holder_fraction=0.34 "
-    'attack.workers=1 attack.suite=["knn","aggregate-property"] attack.params.aggregate-property.aux_updates=2 '
+    'workers.count=1 attack.suite=["knn","aggregate-property"] attack.params.aggregate-property.aux_updates=2 '
     'split.priors=["random"] defenses=[{name="noise",variance=0.0001,users=["user1"]}]'
 )
 

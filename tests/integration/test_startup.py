@@ -34,7 +34,7 @@ STARTUP = 20  # fl.startup_timeout of these runs [s]
 # ... of the run whose SuperNodes never connect: nothing can answer however long it waits, so a short
 # wait gives the same failure sooner [s]
 SILENT_STARTUP = 5
-TINY = "data.synthetic.users=2 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 attack.workers=1"
+TINY = "data.synthetic.users=2 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 workers.count=1"
 
 
 def fault_env(home: Path, fault: str, **extra: str) -> dict[str, str]:

@@ -21,8 +21,8 @@ TINY = [
     "data.synthetic.examples_per_user=40",
     "data.synthetic.image_size=8",
     "fl.rounds=1",
-    "attack.workers=1",
-    "attack.sandbox='off'",
+    "workers.count=1",
+    "workers.sandbox='off'",
 ]
 WORDS = "the cat sat on a mat while my dog ran over green hills and red roads to see old friends".split()
 

@@ -21,7 +21,7 @@ from leakbed.sweep import sweep_spec
 
 LINK_INIT = SimulationLink.__init__  # before tests.conftest keeps non-slow tests from starting simulations
 
-TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "fl.rounds=1", "attack.workers=1"]
+TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "fl.rounds=1", "workers.count=1"]
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ TINY = [
     "data.synthetic.image_size=8",
     "fl.rounds=3",
     "fl.fraction_train=0.5",
-    "attack.workers=1",
+    "workers.count=1",
     'split.priors=["random"]',
 ]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks.knowledge import AttackerKnowledge
 from core.config import AttackConfig, ModelConfig, build_config
 from core.data.corpus import Corpus
+from core.knowledge import AttackerKnowledge
 from core.store import UpdateStore
 from leakbed.preflight import resolve
 from referee.seal import Sealer
@@ -32,7 +32,7 @@ SMALL = [
     "fl.rounds=4",
     "fl.fraction_train=0.5",
     'split.priors=["random"]',
-    "attack.workers=1",
+    "workers.count=1",
     'attack.suite=["knn", "bias-labels"]',
 ]
 

@@ -125,7 +125,7 @@ def test_the_plugin_imports_leakbed_only_through_its_public_module() -> None:
 def test_a_real_run_attacks_fedavg_updates_in_the_sandbox_and_the_referee_scores_it(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sets = [
-        f"data.path='{FEMNIST}'", "data.max_users=4", "fl.rounds=1", "attack.sandbox='on'",
+        f"data.path='{FEMNIST}'", "data.max_users=4", "fl.rounds=1", "workers.sandbox='on'",
         "attack.params.fedavg-inversion.updates_per_round=1", "attack.params.fedavg-inversion.iterations=300",
     ]  # fmt: skip
     cmd = [str(VENV_BIN / "leakbed"), "run", str(REPO / "configs" / "femnist-fedavg-inversion.toml"), "--out", str(out)]

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from attacks import breakout
-from attacks.sandbox import Limits
 from core.processes import free_port
 from tests.integration.procs import Procs, flower_env, wait_until
 from tests.redteam.hostfacts import abstract_unix_sockets, listening_tcp_ports, probe_args
+from workers.sandbox import Limits
 
 pytestmark = [pytest.mark.redteam, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -51,7 +51,7 @@ def run_on_host(tmp_path: Path):
     abstract = socket.socket(socket.AF_UNIX)
     abstract.bind(f"\0leakbed-redteam-{os.getpid()}")
     abstract.listen()
-    from attacks import AttackPool
+    from workers import AttackPool
 
     knowledge, _, _ = _knowledge()
     pool = AttackPool(knowledge, str(store), workers=2, queue_size=4, submit_timeout=10, run_id="random", sandbox=Limits())
@@ -95,7 +95,7 @@ def test_every_way_out_holds_in_the_sandbox(run_on_host):
 
 
 def breakout_update():
-    from attacks import AnonymousUpdate
+    from core.records import AnonymousUpdate
 
     return AnonymousUpdate("00aa", 1, np.ones(4, np.float32) / 2, 5)
 

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from attacks.breakout import HARMLESS
-from attacks.knowledge import AttackerKnowledge
 from attacks.redteam import probe
 from core.config import ExperimentConfig
 from core.data import federation
+from core.knowledge import AttackerKnowledge
 from core.store import UpdateStore
 from referee.score_redteam import probe_metrics
 from tests.conftest import tiny_config
@@ -86,7 +86,7 @@ def _run_with_redteam(tmp: Path, sandbox: str) -> dict:
     from leakbed.simulate import simulate
 
     cfg: ExperimentConfig = tiny_config(
-        "fl.fraction_train=1.0", "attack.suite=['knn', 'redteam']", f"attack.sandbox='{sandbox}'", "seed=7"
+        "fl.fraction_train=1.0", "attack.suite=['knn', 'redteam']", f"workers.sandbox='{sandbox}'", "seed=7"
     )
     # simulate() freezes the config (seed at the top) into tmp/config.toml, as `leakbed run` does
     summary = simulate(cfg, "random", tmp)

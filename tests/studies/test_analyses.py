@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import AttackerKnowledge
 from core.config import dump_config
 from core.data import federation
 from core.derive import derived_seed
+from core.knowledge import AttackerKnowledge
 from core.layout import RunLayout
 from core.models import attack_keys, build_model
 from core.store import UpdateStore

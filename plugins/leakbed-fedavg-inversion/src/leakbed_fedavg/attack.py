@@ -16,7 +16,6 @@ a user or the truth; the referee pairs its reconstructions with the device's sea
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import zlib
 from typing import Any, ClassVar
@@ -29,7 +28,7 @@ from leakbed.plugin import (
     AttackContext,
     Needs,
     Outputs,
-    RoundSnapshot,
+    Scoring,
     Setting,
     build_model,
     feature_split,
@@ -43,7 +42,8 @@ from leakbed_fedavg.labels import estimate_counts
 from leakbed_fedavg.params import FedAvgInversionParams
 from leakbed_fedavg.schedule import Schedule, schedule
 
-FOLDER = "fedavg-inversion"  # the attack's own files in the store: each round's train config
+# Dimitrov et al. 2022, abstract and §6: on FEMNIST, updates of 10 local epochs of 10 batches of 5 images
+PAPER_FEMNIST = {"recovered": 0.45, "baseline_recovered": 0.10, "setting": "10 epochs x 10 batches x 5 images"}
 
 
 class FedAvgInversion(Attack):
@@ -62,18 +62,23 @@ class FedAvgInversion(Attack):
         "shuffler), the round's global model and the train config it sent, and its own prior data; never a batch, "
         "its order, a user or the truth"
     )
-    scorer = "leakbed_fedavg.scoring:score"
+    # leakbed's reconstruction scores (images recovered above 20 dB after Hungarian matching on PSNR, mean PSNR,
+    # labels, seed 004's matched property accuracy, each beside its chance), with the paper's FEMNIST figure beside
+    scorer = Scoring(
+        kind="reconstruction",
+        notes=(
+            "Dimitrov et al. 2022 (FEMNIST, 10 epochs x 10 batches x 5 images): more than 45% of images recovered, "
+            "under 10% by FedSGD-style attacks.",
+        ),
+        reference=PAPER_FEMNIST,
+    )
+    budget = "budget_seconds"  # its own deadline per task
 
     @classmethod
     def check(cls, params: Any, setting: Setting) -> str | None:  # noqa: ARG003 - the contract's signature
         if setting.optimizer != "sgd":
             return f"attack.suite: 'fedavg-inversion' simulates SGD local training; fl.optimizer is {setting.optimizer!r}"
         return None
-
-    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
-        folder = ctx.store.root / FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"r{snapshot.round:06d}.json").write_text(json.dumps(dict(snapshot.train_config)), encoding="utf-8")
 
     def predict(self, ctx: AttackContext) -> Outputs:
         torch.set_num_threads(1)
@@ -110,7 +115,7 @@ class _Run:
 
     def chosen(self) -> list[tuple[int, str, dict[str, np.ndarray]]]:
         store = self.ctx.store
-        rounds = sorted({int(f.stem[1:7]) for f in (store.root / "anon_full").glob("r*.npz")}, reverse=True)
+        rounds = sorted(store.anon_full_rounds(), reverse=True)
         out = []
         for rnd in rounds[: self.p.rounds]:
             updates = sorted(store.read_anon_full(rnd).items(), key=lambda item: _content_key(item[1]))
@@ -119,7 +124,7 @@ class _Run:
         return out
 
     def train_config(self, rnd: int) -> dict[str, Any]:
-        return json.loads((self.ctx.store.root / FOLDER / f"r{rnd:06d}.json").read_text(encoding="utf-8"))
+        return self.ctx.store.read_config(rnd)
 
     def plan(self, conf: dict[str, Any], examples: int) -> Schedule:
         return schedule(examples, int(conf["batch_size"]), int(conf["epochs"]), int(conf.get("steps", 0)))

@@ -19,6 +19,9 @@ class FedAvgInversionParams(Params):
         4, ge=1, le=10_000, description="budget: tapped updates attacked in each attacked round (a seeded pick) [updates]"
     )
     rounds: int = Field(1, ge=1, le=10_000, description="budget: how many of the latest rounds are attacked [rounds]")
+    budget_seconds: float = Field(
+        3600.0, gt=0.0, le=604_800.0, description="budget: its fit is ended, and reported failed, past this [s]"
+    )
     iterations: int = Field(400, ge=1, le=100_000, description="budget: optimisation steps per attacked update [count]")
     max_samples: int = Field(
         256, ge=1, le=65_536, description="skip (and count) an update whose training used more distinct examples [examples]"

@@ -1,31 +1,33 @@
-"""The sandbox every locally started attack worker runs in, built on bubblewrap (``bwrap``).
+"""The sandbox attack code runs in, built on bubblewrap (``bwrap``): one per attack and prior (a *lane*), one per
+introspection, one per plugin scorer.
 
-Threat model (DESIGN.md, "the boundary is physical"): attack code is untrusted and may try
-anything a process can. bubblewrap is the sandbox behind Flatpak: a small, audited setuid-free
-tool that builds the namespaces, mounts and ``pivot_root`` for us, so nothing of the confinement
-is hand-made here. A sandboxed command gets:
+Threat model (DESIGN.md, *Trust boundaries*): attack code is untrusted and may try anything a process can.
+bubblewrap is the sandbox behind Flatpak: a small, audited tool that builds the namespaces, mounts and
+``pivot_root`` for us, so nothing of the confinement is hand-made here. A sandboxed command gets:
 
-* an unprivileged uid/gid on the host (``nobody``, 65534) with no capabilities (effective,
-  permitted, inheritable, ambient and bounding sets empty) and ``no_new_privs``;
-* a root of its own (bwrap's ``pivot_root`` onto a fresh tmpfs, the old root detached: there is
-  nothing above it to climb to) holding read-only: the operating system's ``/usr``, the Python
-  install and its virtual environment, the ``attacks`` and ``core`` packages; read-write: the store
-  folder (at its own path, also the working directory) and, for a worker, the folder of its Unix
-  socket; private, size-bounded tmpfs ``/tmp`` and ``/dev/shm``;
-* a minimal ``/dev`` (null, zero, random, urandom, shm; the GPU's nodes only on CUDA) and its own
-  ``/proc`` (its PID namespace: it sees no other process), whose ``sys`` is read-only;
-* its own network namespace (only a loopback of its own: no host port, no host abstract Unix
-  socket, no address off the machine), IPC, UTS and cgroup namespaces;
-* the system-call filter of ``attacks.seccomp`` (mount, ptrace, keyctl, bpf, namespaces, kernel
-  modules, io_uring, AF_VSOCK... refused);
-* limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of the
-  sandbox user (RLIMIT_NPROC), file size (RLIMIT_FSIZE), open files; no core dumps;
+* an unprivileged uid/gid on the host (``nobody``, 65534) with no capabilities (effective, permitted,
+  inheritable, ambient and bounding sets empty) and ``no_new_privs``;
+* a root of its own (bwrap's ``pivot_root`` onto a fresh tmpfs, the old root detached) holding read-only: the
+  operating system's ``/usr``, the Python install and its virtual environment, leakbed's attack-side code
+  (``attacks``, ``core``, ``workers``, ``leakbed/plugin.py``) and installed plugins, and whatever the caller
+  mounts (``Mount``: a lane's inputs, written by trusted code, at fixed paths under ``/leakbed``, so no path
+  of the run shows inside); writable: only a size-bounded tmpfs of its own (``output``: the attack's output
+  folder under a disk quota) and private, size-bounded ``/tmp`` and ``/dev/shm``. Nothing on the host is
+  writable, so no host folder is ever handed over (no chown) and nothing it leaves is on the host's disk;
+* a minimal ``/dev`` and its own ``/proc`` (its PID namespace, whose pid 1 is the command itself:
+  ``--as-pid-1``, so bwrap's process and its command line are not visible), whose ``sys`` is read-only;
+* its own network namespace (only a loopback of its own), IPC, UTS and cgroup namespaces;
+* the system-call filter of ``workers.seccomp``;
+* limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of the sandbox user
+  (RLIMIT_NPROC), file size (RLIMIT_FSIZE), open files; no core dumps;
 * death with its parent (``--die-with-parent``) and a session of its own (no terminal to inject into).
 
-As root, bwrap builds the sandbox without a user namespace and ``setpriv`` (util-linux) drops to
-the sandbox user last: a user namespace made by root maps the sandbox's uid onto host root, which
-could write the host's ``/proc/sys`` (tried). Run by an ordinary user, bwrap uses an unprivileged
-user namespace and the sandbox keeps that user's uid; further user namespaces are disabled.
+It talks to trusted code only through the pipes the caller passes (``popen``'s ``pass_fds``, stdin, stdout).
+
+As root, bwrap builds the sandbox without a user namespace and ``setpriv`` (util-linux) drops to the sandbox
+user last: a user namespace made by root maps the sandbox's uid onto host root, which could write the host's
+``/proc/sys`` (tried). Run by an ordinary user, bwrap uses an unprivileged user namespace and the sandbox keeps
+that user's uid; further user namespaces are disabled.
 """
 
 from __future__ import annotations
@@ -35,15 +37,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attacks import seccomp
-from attacks.registry import GROUP as ATTACK_GROUP
-from core.config import AttackConfig
+from core.config import WorkersConfig
 from core.entry_points import package_dirs
+from workers import seccomp
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 # the only variables a sandboxed process inherits; everything else (paths, seeds, tokens of the run) stays out
@@ -67,29 +67,33 @@ class Limits:
     file_size_mb: int = 16384  # RLIMIT_FSIZE: largest file it may write [MiB]
     tmp_mb: int = 1024  # size of its private /tmp and of /dev/shm, each [MiB]
     open_files: int = 4096  # RLIMIT_NOFILE [count]
+    output_mb: int = 1024  # the writable output folder's tmpfs: the attack's disk quota [MiB]
 
 
 def code_root() -> Path:
     """The folder holding a complete copy of the ``attacks`` and ``core`` packages this process
     runs: the one with the compiled service code (an app bundle installed by ``flwr run`` may
     lack those build outputs while the process found them in the project's own install)."""
-    from attacks.transport import pb
+    from workers.transport import pb
 
     return Path(pb.__file__).resolve().parents[1]
 
 
 def code_paths() -> list[Path]:
-    """leakbed's code an attack worker runs: the attack side (``attacks``, ``core``) and the plugin contract a
-    third-party attack imports (``leakbed/plugin.py``, with its package's ``__init__``); none of it holds data."""
+    """leakbed's code a sandbox runs: the attack side (``attacks``, ``core``), the in-sandbox entry points
+    (``workers``: its trusted half holds no data either) and the plugin contract a third-party attack imports
+    (``leakbed/plugin.py``, with its package's ``__init__``); none of it holds data."""
     root = code_root()
-    return [root / "attacks", root / "core", root / "leakbed" / "__init__.py", root / "leakbed" / "plugin.py"]
+    typed = [root / "leakbed" / "py.typed"] if (root / "leakbed" / "py.typed").exists() else []
+    return [root / "attacks", root / "core", root / "workers", root / "leakbed" / "__init__.py",
+            root / "leakbed" / "plugin.py", *typed]
 
 
 def plugin_paths() -> list[Path]:
     """Attack plugins' packages installed outside the Python install (``pip install -e``), read-only like leakbed's
     own attack code; a package under the install is mounted with it."""
     skip = [*_python_paths(), *code_paths()]
-    return [p for p in package_dirs(ATTACK_GROUP) if p.exists() and not any(p.is_relative_to(s) for s in skip)]
+    return [p for p in package_dirs("leakbed.attacks") if p.exists() and not any(p.is_relative_to(s) for s in skip)]
 
 
 def _python_paths() -> list[Path]:
@@ -106,20 +110,35 @@ def _privileged() -> bool:
     return os.geteuid() == 0
 
 
+INSIDE = Path("/leakbed")  # where a sandbox finds what it is given: fixed paths, nothing of the host's layout
+OUTPUT = INSIDE / "out"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host file or folder the sandbox reads at ``inside`` (read-only: trusted code wrote it, none may write it)."""
+
+    host: Path
+    inside: Path
+
+
 @dataclass
 class Sandbox:
-    """One sandboxed command over ``store`` (read-write at its own path, the working directory)."""
+    """One sandboxed command: ``mounts`` read-only, a writable output tmpfs of ``limits.output_mb`` at ``/leakbed/out``
+    (also the working directory) when ``output``."""
 
-    store: Path
     limits: Limits = field(default_factory=Limits)
-    socket_dir: Path | None = None  # read-write at its own path: where a worker serves its Unix socket
+    mounts: Sequence[Mount] = ()
+    output: bool = True
     cuda: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.store = Path(self.store).resolve()
         self._fds: list[int] = []
         self._made: set[Path] = set()  # folders of the sandbox's root made or mounted so far
+        for m in self.mounts:
+            if not m.inside.is_relative_to(INSIDE) or m.inside == OUTPUT or m.inside.is_relative_to(OUTPUT):
+                raise ValueError(f"sandbox mount {m.inside}: must lie under {INSIDE}, outside {OUTPUT}")
 
     # --- the command -------------------------------------------------------------------------
 
@@ -158,9 +177,9 @@ class Sandbox:
 
     def _namespaces(self) -> list[str]:
         ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-              "--hostname", "leakbed-sandbox", "--die-with-parent", "--new-session"]
+              "--hostname", "leakbed-sandbox", "--die-with-parent", "--new-session", "--as-pid-1"]
         if _privileged():  # no user namespace (see the module's docstring): setpriv drops what bwrap keeps for it
-            kept = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_OVERRIDE")  # change user; enter the store
+            kept = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")  # to change user
             return [*ns, "--cap-drop", "ALL", *(a for cap in kept for a in ("--cap-add", cap))]
         return [*ns, "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
 
@@ -189,9 +208,14 @@ class Sandbox:
         fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/tmp"]
         for path in [*_python_paths(), *code_paths(), *plugin_paths()]:
             fs += [*self._parents(path), "--ro-bind", str(path), str(path)]
-        for path in [self.store, *([self.socket_dir] if self.socket_dir else [])]:
-            fs += [*self._parents(path), "--bind", str(path), str(path)]
-        return [*fs, "--chdir", str(self.store), "--remount-ro", "/"]
+        for m in self.mounts:
+            fs += [*self._parents(m.inside), "--ro-bind", str(m.host), str(m.inside)]
+        if self.output:  # the only writable folder: a tmpfs of its own size (the quota), open to the sandbox user
+            fs += [*self._parents(OUTPUT), "--perms", "0777", "--size", str(lim.output_mb * MIB), "--tmpfs", str(OUTPUT)]
+            fs += ["--chdir", str(OUTPUT)]
+        else:
+            fs += ["--chdir", "/tmp"]
+        return [*fs, "--remount-ro", "/"]
 
     def _gpu(self) -> list[str]:
         """The NVIDIA device nodes and the sysfs the driver reads: only for an attack side on CUDA."""
@@ -224,6 +248,7 @@ class Sandbox:
             "PATH": path,
             "HOME": "/tmp",
             "PYTHONPATH": str(code_root()),
+            "PYTHONDONTWRITEBYTECODE": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "MPLCONFIGDIR": "/tmp",
@@ -232,28 +257,14 @@ class Sandbox:
 
     # --- running it --------------------------------------------------------------------------
 
-    def give_folders(self) -> None:
-        """As root, hand the store and socket folders to the sandbox user (it writes there and nowhere else)."""
-        if not _privileged():
-            return
-        for top in [self.store, *([self.socket_dir] if self.socket_dir else [])]:
-            _give(top)
-
-    def give_new_runs(self) -> None:
-        """As root, hand the sandbox user each run folder the server made in the store since (a remote worker's
-        gateway calls this before each request: the ServerApp files a run's knowledge after the worker started)."""
-        if not _privileged():
-            return
-        for entry in self.store.iterdir():
-            if entry.lstat().st_uid != SANDBOX_UID:
-                _give(entry)
-
-    def popen(self, command: Sequence[str], **kwargs: object) -> subprocess.Popen:
-        """Start ``command`` in the sandbox (``kwargs`` go to Popen: stdout, stderr, stdin)."""
-        self.give_folders()
+    def popen(self, command: Sequence[str], pass_fds: Sequence[int] = (), **kwargs: object) -> subprocess.Popen:
+        """Start ``command`` in the sandbox (``kwargs`` go to Popen: stdout, stderr, stdin; ``pass_fds`` are the
+        caller's pipes, kept open at the same numbers inside)."""
         argv = self.argv(command)
         try:
-            return subprocess.Popen(argv, env=self.env(), pass_fds=self._fds, close_fds=True, **kwargs)  # type: ignore[arg-type]
+            return subprocess.Popen(  # type: ignore[call-overload]
+                argv, env=self.env(), pass_fds=[*self._fds, *pass_fds], close_fds=True, start_new_session=True, **kwargs
+            )
         finally:
             self.close_fds()
 
@@ -263,22 +274,13 @@ class Sandbox:
         self._fds.clear()
 
 
-def _give(top: Path) -> None:
-    """``top`` and everything below it now belong to the sandbox user."""
-    os.chown(top, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
-    if top.is_dir() and not top.is_symlink():
-        for folder, dirs, files in os.walk(top):
-            for name in [*dirs, *files]:
-                os.chown(os.path.join(folder, name), SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
-
-
 def check_store(path: str | Path) -> Path:
-    """The store folder, resolved; ValueError (one line) if it is missing or not a writable folder."""
+    """The store folder, resolved; ValueError (one line) if it is missing or not a readable folder."""
     store = Path(path)
     if not store.is_dir():
         raise ValueError(f"--store {store}: no such folder")
-    if not os.access(store, os.W_OK | os.X_OK):
-        raise ValueError(f"--store {store}: not writable")
+    if not os.access(store, os.R_OK | os.X_OK):
+        raise ValueError(f"--store {store}: not readable")
     return store.resolve()
 
 
@@ -295,28 +297,28 @@ def available() -> str:
         seccomp.bpf_program()
     except (ImportError, OSError, AttributeError) as err:
         return f"no system-call filter: libseccomp unavailable ({type(err).__name__}: {err}; Debian: libseccomp2)"
-    with tempfile.TemporaryDirectory(prefix="leakbed-sandbox-probe-") as tmp:
-        box = Sandbox(Path(tmp), Limits())
-        try:
-            proc = box.popen([str(Path(sys.executable)), "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            out, err = proc.communicate(timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"bwrap could not start: {exc}"
+    box = Sandbox(Limits())
+    try:
+        proc = box.popen([str(Path(sys.executable)), "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate(timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not start: {exc}"
     if proc.returncode != 0:
         last = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         return f"bwrap failed here: {last[0]}"
     return ""
 
 
-def limits_for(attack: AttackConfig) -> tuple[Limits | None, str]:
-    """The sandbox of locally spawned attack workers under a run's ``attack`` section (None: unsandboxed) and,
-    unsandboxed, why; ``attack.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
-    if attack.sandbox == "off":
-        return None, "attack.sandbox = 'off'"
+def limits_for(workers: WorkersConfig) -> tuple[Limits | None, str]:
+    """The sandbox of attack code under a run's ``[workers]`` (None: unsandboxed) and, unsandboxed, why;
+    ``workers.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
+    if workers.sandbox == "off":
+        return None, "workers.sandbox = 'off'"
     why = available()
-    if why and attack.sandbox == "on":
-        raise ValueError(f"attack.sandbox = 'on' but the attack-worker sandbox cannot start here: {why}")
+    if why and workers.sandbox == "on":
+        raise ValueError(f"workers.sandbox = 'on' but the attack sandbox cannot start here: {why}")
     if why:
         return None, why
-    lim = attack.limits
-    return Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp), ""
+    lim = workers.limits
+    return Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp,
+                  output_mb=lim.output), ""

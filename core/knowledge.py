@@ -6,8 +6,9 @@ sent; it never sees a device's private data, user id, node id or arrival order. 
 carries the prior as data (never the recipe that made it), the corpus' shape, the model and
 attack settings, and a seed of the attacker's own (one-way from the experiment seed).
 
-On disk it is a JSON file and one ``.npz`` of arrays (no pickle), written by the server into the
-run's store and read by a worker only from under its own store root.
+On disk it is a JSON file and one ``.npz`` of arrays (no pickle), written by trusted code into the run's
+inputs (the store every lane of the prior reads, mounted read-only in its sandbox). It carries nothing of how
+the attacks run (workers, addresses, TLS) and no attack's parameters: a lane is given its own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.config import AttackConfig, ModelConfig
+from core.config import ModelConfig
 from core.data.corpus import Corpus, UserData
 
 KNOWLEDGE_JSON = "knowledge.json"
@@ -30,10 +31,10 @@ class AttackerKnowledge:
     prior: dict[str, UserData]  # identity -> that user's prior data
     corpus_meta: Corpus  # task, classes, input shape, vocabulary; no users
     model: ModelConfig
-    attack: AttackConfig
     keys: list[str]  # parameters that represent an update
     seed: int  # the attacker's own seed (core.derive), not the experiment's
     device: str = "auto"
+    shadow_batch_users: int = 64  # attack.shadow_batch_users: how the attacker batches its shadow training
 
     def save(self, folder: Path) -> None:
         """Write the knowledge into ``folder`` (the run's store)."""
@@ -49,7 +50,7 @@ class AttackerKnowledge:
             "corpus": {"name": meta.name, "task": meta.task, "num_classes": meta.num_classes,
                        "input_shape": list(meta.input_shape), "vocab": list(meta.vocab) if meta.vocab else None},
             "model": self.model.model_dump(mode="json"),
-            "attack": self.attack.model_dump(mode="json"),
+            "shadow_batch_users": self.shadow_batch_users,
             "keys": self.keys,
             "seed": self.seed,
             "device": self.device,
@@ -74,8 +75,8 @@ class AttackerKnowledge:
             prior=prior,
             corpus_meta=corpus,
             model=ModelConfig.model_validate(doc["model"]),
-            attack=AttackConfig.model_validate(doc["attack"]),
             keys=list(doc["keys"]),
             seed=int(doc["seed"]),
             device=str(doc["device"]),
+            shadow_batch_users=int(doc.get("shadow_batch_users", 64)),
         )

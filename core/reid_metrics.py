@@ -1,6 +1,6 @@
 """Scoring functions of seed 001 §6 ("Evaluation Metrics"): mean AP over users, chance AP,
-× chance, top-1 and top-5. Pure functions of scores and labels; only the referee calls them
-with the true owners.
+× chance, top-1 and top-5. Pure functions of scores and labels (no truth here): the referee calls them with
+the true owners, and a plugin's own scorer may use them in the scoring sandbox.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import grpc
 
+from core.config import WorkersConfig
+
 
 @dataclass(frozen=True)
 class TlsFiles:
@@ -36,3 +38,14 @@ def channel_credentials(files: TlsFiles) -> grpc.ChannelCredentials:
     """The pool's side: verify the worker against the CA and present the pool's own certificate."""
     ca, cert, key = files.read()
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def tls_files(workers: WorkersConfig) -> TlsFiles | None:
+    """The pool's mutual-TLS files for remote workers (``workers.tls_*``); ValueError (one line) naming a missing one."""
+    if not workers.tls_root_cert:
+        return None
+    for key in ("tls_root_cert", "tls_cert", "tls_key"):
+        path = getattr(workers, key)
+        if not Path(path).is_file():
+            raise ValueError(f"workers.{key} = {path!r}: no such file (mutual TLS with the attack workers)")
+    return TlsFiles(Path(workers.tls_root_cert), Path(workers.tls_cert), Path(workers.tls_key))

@@ -1,0 +1,219 @@
+"""``leakbed attack-worker``: a remote attack worker, reachable by the pool of a run.
+
+Over TCP it answers only clients holding a certificate of the run's CA (mutual TLS, ``workers.tls``), or, with
+``--insecure``, anyone who can reach the port; on a Unix socket (``--socket``: a container without network, whose
+socket volume only the ServerApp shares) the file system decides who connects. It is a gateway: for each lane the
+pool starts (one attack of one prior) it spawns a sandbox on this host over ``<--store>/<run id>`` (read-only: the
+ServerApp writes the store, a volume this worker mounts read-only in containers) and forwards the lane's frames
+unchanged; attack code never runs in this process. Where no sandbox can start (``--sandbox off``, or a container
+that is then the sandbox: non-root, no capabilities, seccomp, read-only, no network) each lane is a process of its
+own, unsandboxed within the container. It also answers the pool's introspection of attack plugins, in a sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import threading
+import uuid
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from core.entry_points import PluginError
+from core.layout import check_run_id
+from workers import sandbox, transport
+from workers.hosts import LocalHost, LocalLane
+from workers.introspect import Introspector
+from workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed
+from workers.tls import TlsFiles, server_credentials
+from workers.transport import pb, pb_grpc
+
+log = logging.getLogger(__name__)
+MAX_LANES = 256  # lanes one worker holds at once
+
+
+class Gateway(pb_grpc.LaneServiceServicer):
+    """The lane service over a ``LocalHost``: lanes by id, each a sandbox on this host."""
+
+    def __init__(self, host: LocalHost, introspector: Introspector) -> None:
+        self._host = host
+        self._introspector = introspector
+        self._lanes: dict[str, LocalLane] = {}
+        self._lock = threading.Lock()
+
+    def Ping(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.Empty:  # noqa: N802 - gRPC method name
+        return pb.Empty()
+
+    def Start(self, request: pb.LaneStart, context: grpc.ServicerContext) -> pb.LaneRef:  # noqa: N802
+        try:
+            store = check_run_id(request.run.run_id)
+            doc = json.loads(request.spec_json)
+            spec = LaneSpec(key=str(doc["key"]), kind=str(doc["kind"]), attack=str(doc.get("attack", "")),
+                            output=check_run_id(str(doc.get("output") or doc["kind"])), params=dict(doc.get("params") or {}),
+                            upstream=tuple(str(u) for u in doc.get("upstream") or ()),
+                            peers={str(k): dict(v) for k, v in (doc.get("peers") or {}).items()})
+        except (ValueError, KeyError, TypeError) as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad lane: {err}")
+        with self._lock:
+            if len(self._lanes) >= MAX_LANES:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"more than {MAX_LANES} lanes")
+        lane = self._host.lane(spec, store)
+        try:
+            lane.start()
+        except (LaneDied, LaneDeadline, TaskFailed, OSError) as err:
+            lane.stop()
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"the lane could not start: {err}")
+        lane_id = uuid.uuid4().hex
+        with self._lock:
+            self._lanes[lane_id] = lane
+        return pb.LaneRef(lane_id=lane_id, seconds=lane.start_seconds)
+
+    def _lane(self, lane_id: str, context: grpc.ServicerContext) -> LocalLane:
+        with self._lock:
+            lane = self._lanes.get(lane_id)
+        if lane is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such lane")
+        return lane  # type: ignore[return-value]
+
+    def Call(self, request: pb.LaneCall, context: grpc.ServicerContext) -> pb.LaneReply:  # noqa: N802
+        lane = self._lane(request.lane_id, context)
+        try:
+            header, body = lane.call(json.loads(request.header_json), max(1.0, request.deadline))
+        except LaneDeadline as err:
+            return pb.LaneReply(failure="deadline", detail=str(err))
+        except LaneDied as err:
+            return pb.LaneReply(failure="died", detail=str(err))
+        except TaskFailed as err:
+            return pb.LaneReply(failure="task", detail=str(err))
+        return pb.LaneReply(header_json=json.dumps(header), body=body)
+
+    def Upstream(self, request: pb.LaneUpstream, context: grpc.ServicerContext) -> pb.Empty:  # noqa: N802
+        self._lane(request.lane_id, context).upstream(check_run_id(request.name), request.npz)
+        return pb.Empty()
+
+    def Stop(self, request: pb.LaneRef, context: grpc.ServicerContext) -> pb.Empty:  # noqa: N802
+        with self._lock:
+            lane = self._lanes.pop(request.lane_id, None)
+        if lane is not None:
+            lane.stop()
+        return pb.Empty()
+
+    def Declare(self, request: pb.DeclareRequest, context: grpc.ServicerContext) -> pb.DeclareReply:  # noqa: N802
+        try:
+            found = self._introspector.declarations(list(request.names))
+        except PluginError as err:
+            failed = {"declarations": {}, "errors": dict.fromkeys(request.names, str(err))}
+            return pb.DeclareReply(json=json.dumps(failed).encode())
+        doc = {"declarations": {n: d.model_dump(mode="json") for n, d in found.items()}, "errors": {}}
+        return pb.DeclareReply(json=json.dumps(doc).encode())
+
+    def close(self) -> None:
+        with self._lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.stop()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``leakbed attack-worker``."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="TCP port [port]")
+    where.add_argument("--socket", help="serve on this Unix socket instead (a container without network) [path]")
+    p.add_argument("--store", required=True, help="root of the run stores, written by the ServerApp; read-only here [path]")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on [host]")
+    p.add_argument("--ssl-certfile", help="this worker's certificate (PEM) [path]")
+    p.add_argument("--ssl-keyfile", help="its private key (PEM) [path]")
+    p.add_argument("--ssl-ca-certfile", help="the run's CA (PEM): only clients with a certificate it signed are served [path]")
+    p.add_argument("--insecure", action="store_true", help="plaintext, no client check: only on a network nobody else joins")
+    p.add_argument("--sandbox", choices=("auto", "on", "off"), default="auto", help="run each lane sandboxed [mode]")
+    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb, help="sandbox memory limit [MiB]")
+    p.add_argument("--log-dir", help="the lanes' log folder (default: a new temporary folder) [path]")
+    p.add_argument("--warm", action="store_true", help="accepted for compatibility; lanes warm up on their own")
+
+
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    given = [args.ssl_certfile, args.ssl_keyfile, args.ssl_ca_certfile]
+    if args.insecure:
+        if any(given):
+            raise ValueError("--insecure and --ssl-* exclude each other")
+        return None
+    if not all(given):
+        raise ValueError("give --ssl-certfile, --ssl-keyfile and --ssl-ca-certfile (mutual TLS), or --insecure")
+    files = TlsFiles(Path(args.ssl_ca_certfile), Path(args.ssl_certfile), Path(args.ssl_keyfile))
+    try:
+        files.read()
+    except OSError as err:
+        raise ValueError(f"cannot read the TLS files: {err}") from None
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="leakbed attack-worker", description="Serve attack lanes to a pool.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options (one line and exit 2 on a bad one), then serve until SIGTERM/SIGINT."""
+    try:
+        if (args.port is not None and not 1 <= args.port <= 65535) or not 64 <= args.memory_mb <= 1 << 20:
+            raise ValueError("--port must be 1..65535 and --memory-mb 64..1048576")
+        store = sandbox.check_store(args.store)
+        tls = _tls(args) if args.socket is None else None  # a Unix socket is this machine's own channel
+        why = sandbox.available() if args.sandbox != "off" else "--sandbox off"
+        if why and args.sandbox == "on":
+            raise ValueError(f"--sandbox on, but no sandbox can start here: {why}")
+    except ValueError as err:
+        print(f"attack-worker: {err}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s attack-worker %(levelname)s %(message)s")
+    limits = None if why else sandbox.Limits(memory_mb=args.memory_mb)
+    if why:
+        print(f"attack-worker: NOT sandboxed ({why}): each lane is a process of its own, confined only by this host "
+              "or container", file=sys.stderr, flush=True)
+    logs = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="leakbed-worker-logs-"))
+    scratch = Path(tempfile.mkdtemp(prefix="leakbed-worker-upstream-"))
+    host = LocalHost(store, logs, limits, upstream_root=scratch, log_cap=16 << 20, max_reply=1 << 30)
+    gateway = Gateway(host, Introspector(limits))
+    credentials = server_credentials(tls) if tls else None
+    if args.socket:
+        Path(args.socket).unlink(missing_ok=True)
+    address = f"unix:{args.socket}" if args.socket else f"{args.host}:{args.port}"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=transport.GRPC_OPTIONS)
+    pb_grpc.add_LaneServiceServicer_to_server(gateway, server)
+    bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+    if bound == 0:
+        print(f"attack-worker: cannot listen on {address}", file=sys.stderr)
+        return 2
+    server.start()
+    transport_name = "mutual TLS" if tls else "Unix socket" if args.socket else "plaintext"
+    log.info("listening on %s (%s, %s, store root %s, logs %s)", address, transport_name,
+             "sandboxed lanes" if limits else "unsandboxed lanes", store, logs)
+    try:
+        serve_until_stopped(server)
+    finally:
+        gateway.close()
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def serve_until_stopped(server: grpc.Server) -> None:
+    """Block until SIGTERM/SIGINT, then stop."""
+    import signal
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=5).wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
