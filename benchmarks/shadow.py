@@ -116,7 +116,7 @@ def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
 def _run(knowledge: Any, snap: Any, batch_users: int) -> tuple[float, float, dict[str, float], list[str], np.ndarray]:
     from attacks.shadow import shadow_updates
 
-    k = replace(knowledge, attack=knowledge.attack.model_copy(update={"shadow_batch_users": batch_users}))
+    k = replace(knowledge, shadow_batch_users=batch_users)
     phases: dict[str, float] = {}
     wall, cpu = time.perf_counter(), time.process_time()
     labels, vectors = shadow_updates(k, snap, timings=phases)

@@ -15,59 +15,16 @@ from pathlib import Path
 import numpy as np
 
 
-class UpdateStore:
-    """Append-only folder of ``.npz`` files; writes are atomic (temp file + rename)."""
+class StoreReader:
+    """A store's read side: what an attack may call (``core.inputs.InputsView``), with no write method."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def _write(self, kind: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
-        folder = self.root / kind
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{name}.npz"
-        tmp = folder / f".{name}.{uuid.uuid4().hex}.tmp.npz"
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-        return path
-
-    def write_global(self, rnd: int, arrays: dict[str, np.ndarray]) -> Path:
-        return self._write("global", f"r{rnd:06d}", {k.replace(".", "/"): v for k, v in arrays.items()})
-
     def read_global(self, rnd: int) -> dict[str, np.ndarray]:
+        """The global model the devices of round ``rnd`` received (the server's model before that round's updates)."""
         with np.load(self.root / "global" / f"r{rnd:06d}.npz") as z:
             return {k.replace("/", "."): z[k] for k in z.files}
-
-    def write_shadow(self, rnd: int, labels: list[str], vectors: np.ndarray) -> Path:
-        return self._write("shadow", f"r{rnd:06d}", {"labels": np.asarray(labels), "vectors": vectors})
-
-    def write_anon(
-        self,
-        rnd: int,
-        batch: str,
-        ids: list[str],
-        vectors: np.ndarray,
-        num_examples: np.ndarray,
-        meta: dict[str, np.ndarray] | None = None,
-    ) -> Path:
-        """``meta``: what each report carries besides its weights (``norm``, ``sparsity``, ``nbytes``)."""
-        return self._write(
-            "anon",
-            f"r{rnd:06d}-{batch}",
-            {
-                "ids": np.asarray(ids),
-                "vectors": vectors,
-                "num_examples": num_examples,
-                "round": np.full(len(ids), rnd),
-                **{f"meta_{k}": np.asarray(v) for k, v in (meta or {}).items()},
-            },
-        )
-
-    def write_anon_full(self, rnd: int, batch: str, ids: list[str], arrays: list[dict[str, np.ndarray]]) -> Path:
-        """Full Δw of each anonymous update, for attacks that read every parameter."""
-        flat = {"ids": np.asarray(ids)}
-        for i, per_param in enumerate(arrays):
-            flat.update({f"{i}/{k.replace('.', '/')}": v for k, v in per_param.items()})
-        return self._write("anon_full", f"r{rnd:06d}-{batch}", flat)
 
     def read_anon_full(self, rnd: int) -> dict[str, dict[str, np.ndarray]]:
         """``{update_id: {parameter: Δw}}`` for one round."""
@@ -81,17 +38,6 @@ class UpdateStore:
                     i, param = key.split("/", 1)
                     out.setdefault(ids[int(i)], {})[param.replace("/", ".")] = z[key]
         return out
-
-    def write_result(self, attack: str, arrays: dict[str, np.ndarray]) -> Path:
-        """An attack's outputs (its ``predict``: scores, predictions, figures' data) for the referee."""
-        return self._write("result", attack, arrays)
-
-    def read_result(self, attack: str) -> dict[str, np.ndarray]:
-        with np.load(self.root / "result" / f"{attack}.npz") as z:
-            return {k: z[k] for k in z.files}
-
-    def has_result(self, attack: str) -> bool:
-        return (self.root / "result" / f"{attack}.npz").exists()
 
     def _read_kind(self, kind: str, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
         files = sorted((self.root / kind).glob("r*.npz"))
@@ -130,21 +76,11 @@ class UpdateStore:
         return {k: np.concatenate(v) if v else np.empty(0) for k, v in parts.items()}
 
     def shadow_rounds(self) -> list[int]:
+        """The rounds with shadow updates."""
         return sorted(int(f.stem[1:]) for f in (self.root / "shadow").glob("r*.npz"))
 
-    def write_config(self, rnd: int, train_config: dict) -> Path:
-        """The training config the server sent with round ``rnd`` (JSON)."""
-        import json
-
-        folder = self.root / "config"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"r{rnd:06d}.json"
-        tmp = folder / f".r{rnd:06d}.{uuid.uuid4().hex}.tmp"
-        tmp.write_text(json.dumps(train_config), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
-
     def read_config(self, rnd: int) -> dict:
+        """The training config the server sent with round ``rnd`` (epochs or steps, batch size, lr, optimizer...)."""
         import json
 
         return json.loads((self.root / "config" / f"r{rnd:06d}.json").read_text(encoding="utf-8"))
@@ -158,7 +94,80 @@ class UpdateStore:
         return np.concatenate(parts) if parts else np.empty(0, str)
 
     def global_rounds(self) -> list[int]:
+        """The rounds whose global model has arrived."""
         return sorted(int(f.stem[1:]) for f in (self.root / "global").glob("r*.npz"))
 
     def anon_full_rounds(self) -> list[int]:
+        """The rounds with full anonymous updates (``read_anon_full``)."""
         return sorted({int(f.stem[1:7]) for f in (self.root / "anon_full").glob("r*.npz")})
+
+
+class UpdateStore(StoreReader):
+    """Append-only folder of ``.npz`` files; writes are atomic (temp file + rename)."""
+
+    def _write(self, kind: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
+        folder = self.root / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.npz"
+        tmp = folder / f".{name}.{uuid.uuid4().hex}.tmp.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+        return path
+
+    def write_global(self, rnd: int, arrays: dict[str, np.ndarray]) -> Path:
+        return self._write("global", f"r{rnd:06d}", {k.replace(".", "/"): v for k, v in arrays.items()})
+
+    def write_shadow(self, rnd: int, labels: list[str], vectors: np.ndarray) -> Path:
+        return self._write("shadow", f"r{rnd:06d}", {"labels": np.asarray(labels), "vectors": vectors})
+
+    def write_anon(
+        self,
+        rnd: int,
+        batch: str,
+        ids: list[str],
+        vectors: np.ndarray,
+        num_examples: np.ndarray,
+        meta: dict[str, np.ndarray] | None = None,
+    ) -> Path:
+        """``meta``: what each report carries besides its weights (``norm``, ``sparsity``, ``nbytes``)."""
+        return self._write(
+            "anon",
+            f"r{rnd:06d}-{batch}",
+            {
+                "ids": np.asarray(ids),
+                "vectors": vectors,
+                "num_examples": num_examples,
+                "round": np.full(len(ids), rnd),
+                **{f"meta_{k}": np.asarray(v) for k, v in (meta or {}).items()},
+            },
+        )
+
+    def write_anon_full(self, rnd: int, batch: str, ids: list[str], arrays: list[dict[str, np.ndarray]]) -> Path:
+        """Full Δw of each anonymous update, for attacks that read every parameter."""
+        flat = {"ids": np.asarray(ids)}
+        for i, per_param in enumerate(arrays):
+            flat.update({f"{i}/{k.replace('.', '/')}": v for k, v in per_param.items()})
+        return self._write("anon_full", f"r{rnd:06d}-{batch}", flat)
+
+    def write_result(self, attack: str, arrays: dict[str, np.ndarray]) -> Path:
+        """An attack's outputs (its ``predict``: scores, predictions, figures' data) for the referee."""
+        return self._write("result", attack, arrays)
+
+    def read_result(self, attack: str) -> dict[str, np.ndarray]:
+        with np.load(self.root / "result" / f"{attack}.npz") as z:
+            return {k: z[k] for k in z.files}
+
+    def has_result(self, attack: str) -> bool:
+        return (self.root / "result" / f"{attack}.npz").exists()
+
+    def write_config(self, rnd: int, train_config: dict) -> Path:
+        """The training config the server sent with round ``rnd`` (JSON)."""
+        import json
+
+        folder = self.root / "config"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"r{rnd:06d}.json"
+        tmp = folder / f".r{rnd:06d}.{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(train_config), encoding="utf-8")
+        os.replace(tmp, path)
+        return path

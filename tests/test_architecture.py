@@ -190,3 +190,31 @@ def test_core_knows_attack_names_and_parameter_tables_only():
 
     fields = {f.replace("_", "-") for f in AttackConfig.model_fields}
     assert not fields & set(published()), "core.config names an attack's own section"
+
+
+def test_no_pickle_anywhere():
+    """What a sandbox hands back is read as data, never as code: no pickle module, no ``allow_pickle=True``, no
+    ``torch.load`` without ``weights_only=True``, in any package, plugin or benchmark of ours (a test may pickle
+    a record to look for an identity in its bytes: it never loads one)."""
+    roots = [*(REPO / p for p in PACKAGES), REPO / "plugins", REPO / "examples", REPO / "benchmarks"]
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if "_pb2" in path.name or ".venv" in path.parts:
+                continue
+            tree = ast.parse(path.read_text(), str(path))
+            where = f"{path.relative_to(REPO)}"
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    names = [a.name for a in node.names]
+                    names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+                    bad = [n for n in names if n.split(".")[0] in {"pickle", "cloudpickle", "dill", "shelve", "joblib"}]
+                    assert not bad, f"{where}:{node.lineno} imports a pickle"
+                if isinstance(node, ast.keyword) and node.arg == "allow_pickle":
+                    value = node.value
+                    assert isinstance(value, ast.Constant) and value.value is False, f"{where}:{value.lineno} allows pickle"
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+                    owner = node.func.value
+                    if isinstance(owner, ast.Name) and owner.id == "torch":
+                        weights = {k.arg: k.value for k in node.keywords}.get("weights_only")
+                        ok = isinstance(weights, ast.Constant) and weights.value is True
+                        assert ok, f"{where}:{node.lineno} torch.load pickles"

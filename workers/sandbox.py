@@ -171,6 +171,7 @@ class Sandbox:
                 "--ambient-caps=-all",
                 "--bounding-set=-all",
                 "--no-new-privs",
+                "--pdeathsig=SIGKILL",  # a change of uid clears the death signal bwrap's --die-with-parent relies on
                 "--",
             ]
         return [*argv, *command]

@@ -17,10 +17,10 @@ INTRO = """# Catalog of attacks and defenses
 
 Every attack and defense published in this environment under the entry-point groups `leakbed.attacks`
 and `leakbed.defenses` (leakbed's own, and any plugin package installed beside it: see
-[Write an attack plugin](../tutorials/attack-plugin.md) and [Write a defense plugin](../tutorials/defense-plugin.md)).
-Name an attack in `attack.suite` and set its
-parameters under `[attack.params.<name>]`; name a defense in `[[defenses]]` with its parameters beside
-`name`, `fraction` and `users`.
+[Write an attack plugin](../tutorials/attack-plugin.md), [Write a defense plugin](../tutorials/defense-plugin.md)
+and the [plugin API](plugin-api.md), which lists each scorer kind with the outputs it expects). Name an
+attack in `attack.suite` and set its parameters under `[attack.params.<name>]`; name a defense in
+`[[defenses]]` with its parameters beside `name`, `fraction` and `users`.
 
 *Generated from the plugins' declarations (learnt in a sandbox) by `leakbed/reference/catalog_page.py`.*
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.config import ExperimentConfig
+from core.config import MOVED, ExperimentConfig
 from leakbed.reference.fields import rows, table
 
 INTRO = """# Configuration
@@ -25,4 +25,15 @@ def page() -> str:
     parts = [INTRO]
     for section, found in sections.items():
         parts += [f"## `{section}`" if section != "run" else "## The run", "", table(found), ""]
+    parts += [
+        "## Keys that moved",
+        "",
+        "An older config keeps loading: each key below is read under its new name, with a one-line notice naming it "
+        "(a key given under both names is refused). `leakbed validate` prints the config with the new names.",
+        "",
+        "| old key | new key |",
+        "|---|---|",
+        *(f"| `{a}.{b}` | `{c}.{d}` |" for (a, b), (c, d) in MOVED.items()),
+        "",
+    ]
     return "\n".join(parts)

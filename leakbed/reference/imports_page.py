@@ -7,13 +7,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "defenses", "client", "attacks", "referee", "server", "studies", "leakbed")
+PACKAGES = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies", "leakbed")
 
 INTRO = """# Who imports whom
 
 The packages of ours each package imports, read from the source (imports inside functions included).
 `tests/test_architecture.py` fails when an arrow leaves DESIGN.md's table or closes a cycle, between
-packages or between the files of one. See [Architecture](../explanation/architecture.md).
+packages or between the files of one, or when a trusted module imports attack code. See
+[Architecture](../explanation/architecture.md).
 
 *Generated from the source by `leakbed/reference/imports_page.py`.*
 
@@ -42,9 +43,38 @@ def edges() -> dict[str, dict[str, int]]:
     return out
 
 
+def attack_importers() -> list[str]:
+    """The files outside ``attacks/`` that import attack code (``attacks.*``), relative to the repository."""
+    found = []
+    for pkg in PACKAGES:
+        if pkg == "attacks":
+            continue
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if "_pb2" in path.name:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.append(node.module)
+                if any(n.split(".")[0] == "attacks" for n in names):
+                    found.append(str(path.relative_to(ROOT)))
+                    break
+    return found
+
+
 def page() -> str:
     rows = [
         f"| `{pkg}` | {', '.join(f'`{t}` ({n})' for t, n in targets.items()) or 'nothing of ours'} |"
         for pkg, targets in edges().items()
     ]
-    return INTRO + "\n".join(rows) + "\n"
+    importers = [f"- `{p}`" for p in attack_importers()] or ["- none"]
+    return (
+        INTRO
+        + "\n".join(rows)
+        + "\n\n## Who imports attack code\n\n"
+        + "Attack code (`attacks/`: the contract and leakbed's own attacks) runs only in sandboxes. Outside `attacks/`, "
+        + "these files import it: the entry points that run inside a sandbox (`workers/inside/`) and the module a plugin "
+        + "imports (`leakbed/plugin.py`); no other may.\n\n"
+        + "\n".join(importers)
+        + "\n"
+    )

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from leakbed.reference import catalog_page, cli_page, config_page, imports_page, metrics_page
+from leakbed.reference import catalog_page, cli_page, config_page, imports_page, metrics_page, plugin_api_page
 
 PAGES = {
     "config.md": config_page.page,
     "cli.md": cli_page.page,
     "metrics.md": metrics_page.page,
     "catalog.md": catalog_page.page,
+    "plugin-api.md": plugin_api_page.page,
     "imports.md": imports_page.page,
 }
 

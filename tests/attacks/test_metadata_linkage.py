@@ -23,7 +23,7 @@ from core.store import UpdateStore
 from defenses.count_report import bucketed
 from referee.seal import Sealer
 from referee.truth import Referee
-from tests.attacks.reid_store import run_hooks, score_with
+from tests.attacks.reid_store import folder_of, run_hooks, score_with
 
 ATTACK = AttackConfig(suite=["knn", "metadata", "linkage"], params={"knn": {"k": 5}})
 CFG = ExperimentConfig(attack=ATTACK)
@@ -64,7 +64,7 @@ def make_store(
         store.write_anon(r, "b0", upd, np.stack([vec(u) for u in chosen]), counts, meta)
         for uid, u in zip(upd, chosen, strict=True):
             sealer.seal(uid, u, r, {"node": names[u]})
-        folder = store.root / linkage.FOLDER
+        folder = folder_of(store, "linkage") / linkage.FOLDER  # what its on_round keeps of the round, in its own folder
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"r{r:06d}.json").write_text(
             f'{{"participants": {per_round}, "sampled": "{",".join(sorted(names[u] for u in chosen))}"}}'
@@ -73,9 +73,7 @@ def make_store(
         u: UserData(np.zeros((prior_n[u], 1, 4, 4), np.float32), np.zeros(prior_n[u], np.int64), np.arange(float(prior_n[u])))
         for u in ids
     }
-    knowledge = AttackerKnowledge(
-        prior, Corpus("synthetic", "multiclass", 2, (1, 4, 4), {}), ModelConfig(), ATTACK, ["fc.weight"], 7
-    )
+    knowledge = AttackerKnowledge(prior, Corpus("synthetic", "multiclass", 2, (1, 4, 4), {}), ModelConfig(), ["fc.weight"], 7)
     return store, Referee.load(tmp / "referee"), knowledge
 
 
@@ -84,7 +82,7 @@ REPORTS = {"exact": lambda n: n, "bucket": bucketed, "constant": lambda _n: 1}  
 
 def scored_metadata(tmp: Path, **kw: object) -> dict:
     store, referee, knowledge = make_store(tmp, **kw)
-    run_hooks(store, knowledge, "metadata")
+    run_hooks(store, knowledge, "metadata", ATTACK)
     return score_with(store, referee, "metadata", tmp, CFG)
 
 
@@ -131,7 +129,7 @@ def test_bucketed_counts_leave_less_but_the_norm_still_tells_size(tmp_path):
 
 def test_linkage_ap_is_above_its_chance_on_biased_users(tmp_path):
     store, referee, knowledge = make_store(tmp_path, spread=0.6, biased=True)
-    run_hooks(store, knowledge, "linkage")
+    run_hooks(store, knowledge, "linkage", ATTACK)
     m = score_with(store, referee, "linkage", tmp_path, CFG)
     views = m["views"]
     assert views["w"]["x_chance"] > 3.0, views
@@ -152,7 +150,7 @@ def test_linkage_without_size_or_bias_signal_is_at_chance(tmp_path):
             arrays = dict(z)
         arrays["meta_norm"] = np.random.default_rng(3).lognormal(0.0, 0.3, len(arrays["ids"]))
         np.savez(f, **arrays)
-    run_hooks(store, knowledge, "linkage")
+    run_hooks(store, knowledge, "linkage", ATTACK)
     m = score_with(store, referee, "linkage", tmp_path, CFG)
     for v in ("meta", "w"):
         assert m["views"][v]["x_chance"] < 1.6, m["views"]

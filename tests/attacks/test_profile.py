@@ -41,7 +41,7 @@ def _profile_setup(tmp_path):
 
     corpus = generate(SyntheticConfig(users=3, examples_per_user=20, image_size=8), 0)
     model = build_model(ModelConfig(), corpus)
-    kn = AttackerKnowledge(corpus.users, corpus, ModelConfig(), ATTACK, attack_keys(model, ["final"]), 0, "cpu")
+    kn = AttackerKnowledge(corpus.users, corpus, ModelConfig(), attack_keys(model, ["final"]), 0, "cpu")
     return kn, UpdateStore(tmp_path), state_arrays(model)
 
 

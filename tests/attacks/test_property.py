@@ -33,7 +33,7 @@ def test_property_classifier_beats_chance_and_shuffled_labels_do_not():
     fed = federation(cfg, "random")
     torch.manual_seed(0)
     arrays = state_arrays(build_model(cfg.model, fed.corpus))
-    knowledge = AttackerKnowledge(fed.prior(), fed.corpus, cfg.model, cfg.attack, [], seed=0, device="cpu")
+    knowledge = AttackerKnowledge(fed.prior(), fed.corpus, cfg.model, [], seed=0, device="cpu")
     trainer = AuxTrainer(knowledge, arrays, TRAIN)
     prop, non = split_by_property(concat(list(knowledge.prior.values())))
     rng = np.random.default_rng(0)

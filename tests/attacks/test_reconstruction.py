@@ -57,7 +57,7 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
     keys = attack_keys(model, ["final"])
     glob = state_arrays(model)
     tcfg = TrainConfig.of(cfg.fl)
-    knowledge = AttackerKnowledge(fed.prior(), replace(fed.corpus, users={}), cfg.model, cfg.attack, keys, seed=7, device="cpu")
+    knowledge = AttackerKnowledge(fed.prior(), replace(fed.corpus, users={}), cfg.model, keys, seed=7, device="cpu")
     sealer = Sealer(tmp_path / "referee")
     updates = []
     for pid in range(users):

@@ -18,7 +18,7 @@ import attacks.shadow as shadow
 import core.batched_training as batched_training
 from attacks.shadow import batchable, shadow_seed, shadow_updates
 from core.batched_training import batched_local_updates, unsupported
-from core.config import AttackConfig, ModelConfig
+from core.config import ModelConfig
 from core.data.corpus import Corpus, UserData
 from core.knowledge import AttackerKnowledge
 from core.models import attack_keys, build_model
@@ -85,7 +85,7 @@ def _setup(
         prior=_users(task, shape, classes, seed, BN_SIZES if CASES[name][2] == 1 else SIZES),
         corpus_meta=corpus,
         model=model_cfg,
-        attack=AttackConfig(shadow_batch_users=batch_users),
+        shadow_batch_users=batch_users,
         keys=attack_keys(model, ["final"]),
         seed=7,
         device="cpu",

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import AttackConfig, ModelConfig, build_config
+from core.config import ModelConfig, build_config
 from core.data.corpus import Corpus
 from core.knowledge import AttackerKnowledge
 from core.store import UpdateStore
@@ -45,7 +45,7 @@ def test_the_plugin_is_found_by_entry_point_with_its_own_parameters(example_plug
     assert type(defenses.defense("hide-bias")).__module__ == "leakbed_example.defense"
     cfg = resolve(build_config({}, ['attack.suite=["bias-labels"]', 'defenses=[{name="hide-bias"}]']))
     assert cfg.attack.params == {"bias-labels": {"top_k": 1}} and cfg.defenses[0].params == {"suffix": ".bias"}
-    with pytest.raises(ValueError, match=r"attack.params.bias-labels.top_k: Input should be greater than or equal to 1"):
+    with pytest.raises(ValueError, match=r"^attack.params.bias-labels.top_k: 0 is less than the minimum of 1$"):
         resolve(build_config({}, ['attack.suite=["bias-labels"]', "attack.params.bias-labels.top_k=0"]))
     with pytest.raises(ValueError, match=r"defenses.0 \(hide-bias\).suffix: String should have at least 1 character"):
         resolve(build_config({}, ['defenses=[{name="hide-bias", suffix=""}]']))
@@ -86,7 +86,7 @@ def _store(tmp_path: Path, hidden: bool) -> tuple[UpdateStore, Referee, Attacker
         store.write_anon(rnd, "b", ids, np.zeros((10, 2), np.float32), np.full(10, 8))
         store.write_anon_full(rnd, "b", ids, full)
     meta = Corpus("synthetic", "multiclass", 5, (1, 4, 4), {})
-    knowledge = AttackerKnowledge({}, meta, ModelConfig(), AttackConfig(suite=["bias-labels"]), ["fc.weight"], 3)
+    knowledge = AttackerKnowledge({}, meta, ModelConfig(), ["fc.weight"], 3)
     return store, Referee.load(tmp_path / "referee"), knowledge
 
 

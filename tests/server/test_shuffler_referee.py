@@ -8,9 +8,10 @@ import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
 from core.config import build_config
+from core.declaration import Declaration, Scoring
 from core.store import UpdateStore
 from referee.context import ScoreContext
-from referee.scorers import params_for, score_one
+from referee.scorers import score_one
 from referee.seal import Sealer, TruthExists
 from referee.truth import Referee
 from server.shuffler import TRUTH_KEY, Shuffler
@@ -124,9 +125,18 @@ def test_referee_scores_predictions(tmp_path):
     classes = np.array(["a", "b", "c"])
     scores = np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]])
     ids, rounds = np.array(["id0", "id1", "id2", "id3"]), np.array([1, 1, 2, 2])
-    store.write_result("mlp", {"ids": ids, "rounds": rounds, "classes": classes, "scores": scores})
+    for rnd in (1, 2):  # the updates as the pool filed them (the store's rounds are the ones scored)
+        sel = rounds == rnd
+        store.write_anon(rnd, "b0", list(ids[sel]), np.zeros((int(sel.sum()), 2), np.float32), np.full(int(sel.sum()), 10))
+    outputs = tmp_path / "outputs"  # the pool's filing: the outputs and the ids the fit was given
+    outputs.mkdir()
+    np.savez(outputs / "mlp.npz", ids=ids, rounds=rounds, classes=classes, scores=scores)
+    np.save(outputs / "mlp.given.npy", ids)
     cfg = build_config({})
-    ctx = ScoreContext("mlp", "mlp", params_for("mlp", None), referee, store, cfg, "random", tmp_path, {"ab": {"a", "b"}})
-    m = score_one("mlp", ctx)  # mlp's scorer: referee.score_reid, the re-identification family's
+    reid = Scoring(kind="reid")
+    mlp = Declaration(name="mlp", family="reid", params_schema={"type": "object"}, params_defaults={}, scoring=reid)
+    ctx = ScoreContext("mlp", "mlp", {}, mlp.scoring, referee, store, cfg, "random", tmp_path, outputs, {"ab": {"a", "b"}})
+    m = score_one(mlp, ctx)  # kind reid: referee.score_reid, the re-identification family's
     assert m["top1"] == 0.75 and set(m["per_round"]) == {1, 2} and m["per_round"][1]["top1"] == 1.0
+    assert m["coverage"] == 1.0 and m["n_updates"] == 4
     assert m["groups"]["ab"]["n_updates"] == 3 and m["groups"]["ab"]["top1"] == 2 / 3

@@ -46,7 +46,7 @@ def make_run(root, *overrides: str):
     keys = attack_keys(model, cfg.model.attack_layers)
     corpus = replace(fed.corpus, users={})
     seed = derived_seed(cfg.seed, "attacker")
-    AttackerKnowledge(fed.prior(), corpus, cfg.model, cfg.attack, keys, seed, "cpu").save(store.root)
+    AttackerKnowledge(fed.prior(), corpus, cfg.model, keys, seed, "cpu").save(store.root)
     truth = []
     for rnd in range(1, cfg.fl.rounds + 1):
         glob = state_arrays(model)

@@ -7,6 +7,9 @@ local steps, so the bias entries of the classes it holds most are the most negat
 
 Threat model: the honest-but-curious server. It receives each anonymous update's full Δw (for its output bias)
 from the shuffler, and nothing else: no prior data, no identity.
+
+Its code runs in a sandbox of its own (its lane): ``ctx.store`` is its inputs, read-only; ``predict`` returns its
+outputs (``ids``, ``scores``), which go back to leakbed through a pipe and are checked before the scorer reads them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from leakbed.plugin import Attack, AttackContext, Needs, Outputs, Params
+from leakbed.plugin import Attack, AttackContext, Needs, Outputs, Params, Scoring
 
 
 class BiasLabelsParams(Params):
@@ -33,7 +36,8 @@ class BiasLabels(Attack):
     needs = Needs(tasks=frozenset({"multiclass"}), full_updates=True)
     source = "Zhao et al. 2020 (iDLG) §3: labels from the output-bias gradient; seed 004 §3.2 reads labels the same way"
     threat = "the honest-but-curious server: each anonymous update's full Δw (its output-layer bias), from the shuffler"
-    scorer = "leakbed_example.scoring:score"
+    # scored by its own function, in the scoring sandbox, which gets only the truth field it names here
+    scorer = Scoring(kind="plugin", function="leakbed_example.scoring:score", truth=("label-share",))
 
     def predict(self, ctx: AttackContext) -> Outputs:
         classes = ctx.knowledge.corpus_meta.num_classes

@@ -1,0 +1,310 @@
+"""The sandbox untrusted code runs in (``workers.sandbox``): what a sandboxed process sees and is, its quota and
+limits, its death with its spawner, and ``leakbed sandbox-run``. The red team's break-out probes are in
+``tests/redteam``; the lanes built on this sandbox in ``test_lane.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.processes import alive, descendants
+from leakbed.cli import main as leakbed_main
+from workers import sandbox
+from workers.lane import INPUTS
+from workers.sandbox import OUTPUT, Limits, Mount, Sandbox
+
+ROOT = os.geteuid() == 0
+pytestmark = pytest.mark.skipif(sandbox.available() != "", reason=f"no sandbox here: {sandbox.available()}")
+
+# what a process finds when it looks around: run inside the sandbox, or (the control) outside it
+LOOK = r"""
+import errno, importlib.util, json, os, sys
+def listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as err:
+        return errno.errorcode[err.errno]
+def write(path, size=1):
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x" * size)
+        return "ok"
+    except OSError as err:
+        return errno.errorcode[err.errno]
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError as err:
+        return errno.errorcode[err.errno]
+status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
+procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+secret = sys.stdin.readline().strip()  # not in argv: the checks below look at argv
+out = {
+    "leakbed": listing("/leakbed"),
+    "inputs": listing("/leakbed/inputs"),
+    "secret_exists": os.path.exists(secret),
+    "secret_parent": listing(os.path.dirname(secret)),
+    "procs": procs,
+    "pid": os.getpid(),
+    "cwd": os.getcwd(),
+    "argv": sys.argv,
+    "env": dict(os.environ),
+    "cmdlines": {str(p): read(f"/proc/{p}/cmdline") for p in procs},
+    "status": {k: status[k].strip() for k in ("Uid", "Gid", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+                                              "NoNewPrivs", "Seccomp") if k in status},
+    "groups": os.getgroups(),
+    "referee": importlib.util.find_spec("referee") is not None,
+    "attacks": importlib.util.find_spec("attacks") is not None,
+    "write_inputs": write("/leakbed/inputs/new"),
+    "overwrite_input": write("/leakbed/inputs/prior.txt"),
+    "write_out": write("/leakbed/out/made"),
+    "write_root": write("/made"),
+    "write_code": write(os.path.join(os.path.dirname(importlib.util.find_spec("workers").origin), "made")),
+    "write_tmp": write("/tmp/made"),
+}
+print(json.dumps(out))
+"""
+
+
+def _run(argv: list[str], limits: Limits | None = None, mounts: list[Mount] | None = None,
+         stdin: str = "") -> subprocess.CompletedProcess:
+    proc = Sandbox(limits or Limits(), mounts or []).popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                           stderr=subprocess.PIPE)
+    out, err = proc.communicate(stdin.encode(), timeout=120)
+    return subprocess.CompletedProcess(argv, proc.returncode, out.decode(), err.decode())
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> dict[str, Path]:
+    """A run's folder as the trusted side lays it out: the referee's truth beside the attack store."""
+    run = tmp_path / "run-seed-7"
+    secret = run / "referee" / "random" / "truth.jsonl"
+    secret.parent.mkdir(parents=True)
+    secret.write_text('{"update_id": "a", "user_id": "alice"}\n')
+    (run / "config.toml").write_text("seed = 7\n")
+    store = run / "attack-store" / "r"
+    store.mkdir(parents=True)
+    (store / "prior.txt").write_text("prior")
+    return {"run": run, "secret": secret, "store": store}
+
+
+def test_available_here():
+    assert sandbox.available() == ""
+
+
+@pytest.fixture
+def seen(run_dir: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.setenv("LEAKBED_SECRET_SEED", "7")
+    done = _run([sys.executable, "-c", LOOK], mounts=[Mount(run_dir["store"], INPUTS)], stdin=str(run_dir["secret"]))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_it_sees_its_inputs_read_only_and_its_output_folder_and_nothing_of_the_run(seen: dict, run_dir):
+    assert seen["leakbed"] == ["inputs", "out"] and seen["inputs"] == ["prior.txt"]
+    assert seen["secret_exists"] is False and seen["secret_parent"] == "ENOENT"  # the run's folder is not there
+    assert seen["write_inputs"] == "EROFS" and seen["overwrite_input"] == "EROFS"  # the inputs: read-only
+    assert seen["write_root"] == "EROFS" and seen["write_code"] == "EROFS"  # its root, leakbed's code: read-only
+    assert seen["write_out"] == "ok" and seen["write_tmp"] == "ok"  # its own tmpfs folders only
+    assert seen["cwd"] == str(OUTPUT)
+    assert (run_dir["store"] / "prior.txt").read_text() == "prior" and sorted(os.listdir(run_dir["store"])) == ["prior.txt"]
+
+
+def test_no_host_path_of_the_run_reaches_it_and_no_bwrap_is_visible(seen: dict, run_dir):
+    """argv, environment, every command line under its /proc and its working directory: no path of the run; it is
+    pid 1 of its own PID namespace (``--as-pid-1``), so neither bwrap nor any other process is visible."""
+    run = str(run_dir["run"])
+    words = json.dumps({k: seen[k] for k in ("argv", "env", "cmdlines", "cwd")})
+    assert run not in words and str(run_dir["store"]) not in words and "run-seed-7" not in words
+    assert seen["procs"] == [1] and seen["pid"] == 1
+    assert "bwrap" not in words and "prlimit" not in words and "setpriv" not in words
+    assert "LEAKBED_SECRET_SEED" not in seen["env"] and seen["env"]["HOME"] == "/tmp"
+
+
+@pytest.mark.xfail(strict=True, reason="known leak: /proc/self/mountinfo names each bind mount's source path on the "
+                   "host (the store's folder under the run), which no bwrap argument hides")
+def test_the_mount_table_names_no_host_path_of_the_run(run_dir):
+    done = _run(["cat", "/proc/self/mountinfo"], mounts=[Mount(run_dir["store"], INPUTS)])
+    assert done.returncode == 0 and "/leakbed/inputs" in done.stdout
+    assert str(run_dir["run"]) not in done.stdout
+
+
+def test_it_is_an_unprivileged_user_without_capabilities_under_a_syscall_filter(seen: dict):
+    uid = sandbox.SANDBOX_UID if ROOT else os.getuid()
+    assert seen["status"]["Uid"].split() == [str(uid)] * 4 and seen["status"]["Gid"].split()[0] == str(uid if ROOT else os.getgid())
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(seen["status"][cap], 16) == 0, (cap, seen["status"])
+    assert seen["status"]["NoNewPrivs"] == "1" and seen["status"]["Seccomp"] == "2"  # 2: a filter
+    assert seen["groups"] in ([], [uid])
+
+
+def test_attack_code_is_importable_and_the_referee_is_not(seen: dict):
+    assert seen["attacks"] is True and seen["referee"] is False
+
+
+def test_without_the_sandbox_the_same_look_finds_the_run(run_dir):
+    """The control, so the checks above can fail: unsandboxed, the same program sees the referee's truth, its parents'
+    folders and the secret in its environment."""
+    env = {**os.environ, "LEAKBED_SECRET_SEED": "7", "PYTHONPATH": str(sandbox.code_root())}
+    done = subprocess.run([sys.executable, "-c", LOOK], input=str(run_dir["secret"]), cwd=run_dir["store"], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["secret_exists"] is True and seen["secret_parent"] == ["truth.jsonl"]
+    assert "LEAKBED_SECRET_SEED" in seen["env"] and seen["referee"] is True and str(run_dir["run"]) in seen["cwd"]
+    assert len(seen["procs"]) > 1 and seen["pid"] != 1
+
+
+@pytest.mark.skipif(not ROOT, reason="the host-side uid of the privileged mode")
+def test_the_host_sees_an_unprivileged_process_in_no_user_namespace(tmp_path):
+    """As root, bwrap builds the sandbox without a user namespace and setpriv drops to nobody: seen from the host (not
+    only from inside) the process is uid 65534 with no capabilities (a user namespace made by root would map the
+    sandbox's uid onto host root)."""
+    proc = Sandbox(Limits()).popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        until, inner = time.monotonic() + 30, []
+        while time.monotonic() < until and not inner:
+            inner = [p for p in descendants(proc.pid) if Path(f"/proc/{p}/comm").read_text().startswith("python")]
+            time.sleep(0.02)
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{inner[0]}/status").read_text().splitlines())
+        assert status["Uid"].split() == ["65534"] * 4 and status["Gid"].split() == ["65534"] * 4
+        assert int(status["CapEff"], 16) == int(status["CapPrm"], 16) == int(status["CapBnd"], 16) == 0
+        assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2"
+        assert Path(f"/proc/{inner[0]}/uid_map").read_text().split()[:2] == ["0", "0"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_its_output_folder_is_under_a_quota(tmp_path):
+    """``Limits.output_mb`` bounds /leakbed/out (a tmpfs of that size): writing past it fails with ENOSPC, and what fit
+    stays written."""
+    code = (
+        "import errno, os\n"
+        "f = open('/leakbed/out/big', 'wb')\n"
+        "written = 0\n"
+        "try:\n"
+        "    for _ in range(64):\n"
+        "        f.write(b'x' * (1 << 20)); f.flush(); written += 1 << 20\n"
+        "except OSError as err:\n"
+        "    print(errno.errorcode[err.errno], written, os.path.getsize('/leakbed/out/big'))\n"
+    )
+    done = _run([sys.executable, "-c", code], Limits(output_mb=4))
+    says, written, size = done.stdout.split()
+    assert done.returncode == 0 and says == "ENOSPC", done.stderr
+    assert 2 << 20 <= int(written) <= 4 << 20 and int(size) <= 4 << 20
+
+
+@pytest.mark.parametrize(
+    ("limits", "code", "says"),
+    [
+        (Limits(memory_mb=512), "x = bytearray(1 << 30)", "MemoryError"),
+        (Limits(processes=64),
+         "import threading, time\nts = [threading.Thread(target=time.sleep, args=(5,)) for _ in range(200)]\n"
+         "[t.start() for t in ts]", "can't start new thread"),
+        (Limits(file_size_mb=1), "open('/leakbed/out/big', 'wb').write(b'x' * (2 << 20))", "File too large"),
+        (Limits(tmp_mb=16), "open('/tmp/big', 'wb').write(b'x' * (32 << 20))", "No space left on device"),
+    ],
+    ids=["memory", "processes", "file-size", "tmp-size"],
+)
+def test_a_sandboxed_process_cannot_go_over_its_limits(limits, code, says):
+    done = _run([sys.executable, "-c", code], limits)
+    assert done.returncode != 0 and says in done.stderr, done.stderr[-500:]
+
+
+def test_within_its_limits_the_same_work_succeeds():
+    """The control: the limits above are what failed, not the work."""
+    code = (
+        "import threading, time\nx = bytearray(1 << 30)\nopen('/leakbed/out/big', 'wb').write(b'x' * (2 << 20))\n"
+        "open('/tmp/big', 'wb').write(b'x' * (32 << 20))\n"
+        "ts = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(200)]\n"
+        "[t.start() for t in ts]\n[t.join() for t in ts]"
+    )
+    done = _run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_it_dies_with_its_spawner():
+    spawner = (
+        "import sys, time\n"
+        "from workers.sandbox import Limits, Sandbox\n"
+        "p = Sandbox(Limits()).popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", spawner], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(sandbox.code_root())})
+    try:
+        bwrap = int(parent.stdout.readline())
+        until = time.monotonic() + 30
+        while not descendants(bwrap) and time.monotonic() < until:
+            time.sleep(0.05)
+        inner = descendants(bwrap)
+        assert inner, "the sandboxed process did not start"
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    until = time.monotonic() + 10
+    while any(alive(p) for p in [bwrap, *inner]) and time.monotonic() < until:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in [bwrap, *inner]), "the sandbox outlived its spawner"
+
+
+def test_a_mount_outside_leakbed_or_onto_its_output_is_refused(tmp_path):
+    for inside in (Path("/etc/x"), OUTPUT, OUTPUT / "x", Path("/leakbedx")):
+        with pytest.raises(ValueError, match="must lie under /leakbed, outside /leakbed/out"):
+            Sandbox(Limits(), [Mount(tmp_path, inside)])
+
+
+def test_limits_for_follows_the_workers_setting(monkeypatch):
+    from core.config import WorkersConfig
+
+    assert sandbox.limits_for(WorkersConfig(sandbox="off")) == (None, "workers.sandbox = 'off'")
+    lim, why = sandbox.limits_for(WorkersConfig(sandbox="on"))
+    assert why == "" and isinstance(lim, Limits) and lim.memory_mb == WorkersConfig().limits.memory
+    monkeypatch.setattr(sandbox, "available", lambda: "bwrap not found")
+    assert sandbox.limits_for(WorkersConfig(sandbox="auto")) == (None, "bwrap not found")
+    with pytest.raises(ValueError, match="workers.sandbox = 'on' but the attack sandbox cannot start here: bwrap not found"):
+        sandbox.limits_for(WorkersConfig(sandbox="on"))
+
+
+def test_sandbox_run_passes_exit_code_and_output_through(tmp_path, capfd):
+    (tmp_path / "prior.txt").write_text("prior")
+    code = ("import os, sys; print('out', os.getuid(), os.getpid(), os.getcwd(), sorted(os.listdir('/leakbed/inputs')));"
+            " print('err', file=sys.stderr); open('made', 'w').write('x'); sys.exit(7)")
+    assert leakbed_main(["sandbox-run", "--store", str(tmp_path), "--", sys.executable, "-c", code]) == 7
+    out, err = capfd.readouterr()
+    uid = sandbox.SANDBOX_UID if ROOT else os.getuid()
+    assert out.strip() == f"out {uid} 1 /leakbed/out ['prior.txt']" and err.strip() == "err"
+    assert sorted(os.listdir(tmp_path)) == ["prior.txt"]  # it wrote into its own tmpfs, nothing on the host
+
+
+@pytest.mark.parametrize("case", ["missing", "not-a-folder", "no-command", "bad-memory"])
+def test_sandbox_run_refuses_bad_input_in_one_line(tmp_path, capfd, case):
+    (tmp_path / "file").write_text("keep")
+    store = {"missing": tmp_path / "nope", "not-a-folder": tmp_path / "file"}.get(case, tmp_path)
+    command = [] if case == "no-command" else ["--", "sh", "-c", "touch /tmp/x"]
+    extra = ["--memory-mb", "1"] if case == "bad-memory" else []
+    assert leakbed_main(["sandbox-run", "--store", str(store), *extra, *command]) == 2
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("leakbed: error:"), err
+    says = {"missing": "no such folder", "not-a-folder": "no such folder", "no-command": "no command",
+            "bad-memory": "--memory-mb must be"}[case]
+    assert says in err
+    assert (tmp_path / "file").read_text() == "keep" and not (tmp_path / "nope").exists()
+
+
+def test_a_store_its_caller_cannot_read_is_refused(tmp_path, monkeypatch):
+    """Root reads anything, so the refusal is shown by the permission check itself."""
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(ValueError, match="not readable"):
+        sandbox.check_store(tmp_path)
+    with pytest.raises(ValueError, match="no such folder"):
+        sandbox.check_store(tmp_path / "missing")
+
