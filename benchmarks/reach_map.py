@@ -25,6 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from core.tables import markdown_table
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -55,7 +57,9 @@ def attack_sets() -> list[str]:
 def run_point(data: str, name: str, sets: list[str], folder: Path, extra: list[str]) -> None:
     """One real run of the data set's config with ``sets``."""
     from core.config import load_config
-    from leakbed.cli import QUIET_ENV, _progress, preflight, run_experiment
+    from leakbed.cli import QUIET_ENV
+    from leakbed.commands.experiment import preflight, run_experiment
+    from leakbed.console import progress
 
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
@@ -64,7 +68,7 @@ def run_point(data: str, name: str, sets: list[str], folder: Path, extra: list[s
         sets.append(f"data.path='{REPO.parent / 'shared' / 'data' / 'femnist'}'")
     cfg = load_config(CONFIGS[data], sets)
     preflight(cfg)
-    with _progress() as bar:
+    with progress() as bar:
         run_experiment(cfg, folder, bar, f"{data} {name}: ")
 
 
@@ -111,18 +115,27 @@ def describe(point: str) -> str:
     return f"{text}, {defense}" if defense else text
 
 
-def markdown(rows: list[dict]) -> str:
-    from leakbed_fedavg.scoring import PAPER_FEMNIST
+def paper_femnist() -> dict:
+    """Dimitrov et al.'s FEMNIST figure as the ``fedavg-inversion`` plugin declares it (``Scoring.reference``): learnt
+    from its declaration (a sandboxed introspection, cached), never by importing the attack's module here."""
+    from core.config import WorkersConfig
+    from workers.introspect import for_workers
 
+    return dict(for_workers(WorkersConfig()).declarations(["fedavg-inversion"])["fedavg-inversion"].scoring.reference)
+
+
+def markdown(rows: list[dict]) -> str:
     from referee.score_reconstruction import RECOVERED_PSNR
+
+    PAPER_FEMNIST = paper_femnist()  # noqa: N806 - the paper's constant, as the plugin names it
 
     lines = [
         f"Images recovered % (PSNR > {RECOVERED_PSNR:g} dB) / mean PSNR dB; property: per-sample accuracy % (seed 004).",
         "",
-        "| data | local training | U | updates | DLG | IG | FedAvg inversion | prior images (chance) | labels % (chance) "
-        "| property: DLG / IG / deep features / FedAvg inv. (chance) | s per update |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    header = ["data", "local training", "U", "updates", "DLG", "IG", "FedAvg inversion", "prior images (chance)",
+              "labels % (chance)", "property: DLG / IG / deep features / FedAvg inv. (chance)", "s per update"]  # fmt: skip
+    cells = []
     for r in rows:
         s = r["suite"]
         f = s.get("fedavg-inversion", {})
@@ -134,11 +147,10 @@ def markdown(rows: list[dict]) -> str:
         prop += f" ({100 * f['chance']:.0f})" if f.get("chance") is not None else ""
         samples = f"{f['samples_mean']:.0f}" if f.get("samples_mean") is not None else "—"
         secs = f"{f['seconds_per_update']:.0f}" if f.get("seconds_per_update") is not None else "—"
-        lines.append(
-            f"| {r['data']} | {describe(r['point'])} | {samples} | {f.get('updates', 0)} | {_rec(s.get('dlg'))} | "
-            f"{_rec(s.get('inverting-gradients'))} | {_rec(f)} | {chance} | {labels} | {prop} | {secs} |"
-        )
+        cells.append([r["data"], describe(r["point"]), samples, str(f.get("updates", 0)), _rec(s.get("dlg")),
+                      _rec(s.get("inverting-gradients")), _rec(f), chance, labels, prop, secs])  # fmt: skip
     lines += [
+        markdown_table(header, cells),
         "",
         f"Dimitrov et al. 2022 (FEMNIST, {PAPER_FEMNIST['setting']}): more than {100 * PAPER_FEMNIST['recovered']:.0f}% "
         f"of images recovered by their attack, under {100 * PAPER_FEMNIST['baseline_recovered']:.0f}% by FedSGD-style "

@@ -6,10 +6,12 @@ description, so a run directory's frozen ``config.toml`` fully determines the ru
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -193,6 +195,13 @@ class FLConfig(Section):
     local_steps: int = Field(
         0, ge=0, le=1_000_000, description="local batches per round; 0 = full local epochs, 1 = FedSGD-style one batch [batches]"
     )
+    max_failed_share: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="a run where more of the sampled devices' replies failed or were rejected exits non-zero (keeping "
+        "what it wrote): its numbers rest on too few updates [fraction]",
+    )
     secure_aggregation: Literal["none", "secagg+"] = Field(
         "none", description="secagg+: Flower's SecAgg+ legacy workflow, the server sees only each round's aggregate [name]"
     )
@@ -280,7 +289,11 @@ class WorkersConfig(Section):
     tls_cert: str = Field("", max_length=4096, description="the pool's client certificate (PEM), with tls_root_cert [path]")
     tls_key: str = Field("", max_length=4096, description="the private key (PEM) of tls_cert [path]")
     retry_seconds: float = Field(
-        120.0, gt=0.0, le=86_400.0, description="retry a task on another remote worker this long before counting it failed [s]"
+        120.0,
+        gt=0.0,
+        le=86_400.0,
+        description="a lane's start waits this long for a remote attack worker to answer; a lane whose worker died "
+        "starts again on the next one [s]",
     )
     sandbox: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -540,8 +553,50 @@ def _list_item(items: list, part: str, key: str) -> dict:
     return item
 
 
-def one_line(err: ValidationError, prefix: str = "") -> str:
-    """A pydantic error as one line naming its field (under ``prefix``, e.g. ``attack.params.mlp``)."""
+def _inside(annotation: Any, part: str | int) -> Any:
+    """The type one step of a pydantic error's location inside ``annotation``: a model's field, a list's item, a dict's
+    value (Annotated and Optional unwrapped); None where it cannot tell."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, UnionType):
+        models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        annotation = models[0] if len(models) == 1 else annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(part) if isinstance(part, str) else None
+        return None if field is None else field.annotation
+    if get_origin(annotation) in (list, tuple, set, frozenset) and isinstance(part, int):
+        return get_args(annotation)[0]
+    if get_origin(annotation) is dict:
+        return get_args(annotation)[1]
+    return None
+
+
+def known_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """The keys the section at ``loc`` (a pydantic location below ``model``) takes; [] where it cannot tell."""
+    section: Any = model
+    for part in loc:
+        section = _inside(section, part)
+    while get_origin(section) is Annotated:
+        section = get_args(section)[0]
+    return list(section.model_fields) if isinstance(section, type) and issubclass(section, BaseModel) else []
+
+
+def _deeper_keys(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """``section.key`` for the keys of each sub-section of the section at ``loc``: a key given one level too high."""
+    return [f"{name}.{key}" for name in known_keys(model, loc) for key in known_keys(model, (*loc, name))]
+
+
+def unknown_key_hint(key: str, known: list[str], list_all: bool = False, deeper: list[str] = ()) -> str:
+    """``; did you mean 'x'?`` with the closest of ``known`` or of ``deeper`` (keys one section down, ``fl.rounds``)
+    by difflib, and `` (valid: ...)`` listing ``known`` when ``list_all`` or nothing is close."""
+    close = difflib.get_close_matches(key, [*known, *deeper], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (valid: {', '.join(sorted(known))})" if known and (list_all or not close) else hint
+
+
+def one_line(err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None, list_all: bool = False) -> str:
+    """A pydantic error as one line naming its field (under ``prefix``, e.g. ``attack.params.mlp``). An unknown key of
+    ``model`` (the model validated) gets the closest valid key of its section, and with ``list_all`` every valid key."""
     first = err.errors()[0]
     where = ".".join([*([prefix] if prefix else []), *(str(p) for p in first["loc"])]) or "config"
     more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
@@ -550,7 +605,11 @@ def one_line(err: ValidationError, prefix: str = "") -> str:
         if first["type"] not in ("missing",) and "input" in first and not isinstance(first["input"], dict)
         else ""
     )
-    return f"{where}: {first['msg'].removeprefix('Value error, ')}{got}{more}"
+    hint = ""
+    if model is not None and first["type"] == "extra_forbidden" and first["loc"]:
+        *section, key = first["loc"]
+        hint = unknown_key_hint(str(key), known_keys(model, tuple(section)), list_all, _deeper_keys(model, tuple(section)))
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}{hint}{got}{more}"
 
 
 def split_overrides(text: str) -> list[str]:
@@ -584,7 +643,7 @@ def build_config(tree: dict[str, Any], overrides: list[str] | tuple[str, ...] = 
     try:
         return ExperimentConfig.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(one_line(err)) from None
+        raise ConfigError(one_line(err, model=ExperimentConfig)) from None
 
 
 def read_tree(path: str | Path | None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""Local process plumbing shared by ``leakbed deploy-local``, the attack pool and the integration tests.
+"""Local process plumbing shared by the launchers (simulation, deploy-local, compose), the attack pool's hosts and the
+integration tests: free ports, and the processes a command owns, found and ended with ``psutil``.
 
-Free ports on 127.0.0.1, and ending a process tree (SIGTERM, a grace period, then SIGKILL) found
-through ``/proc`` (Linux), so a SuperLink's detached SuperExec or Ray's raylet is never left behind.
+A command's processes carry a mark in their environment (``ProcessGroup``): children inherit it, so what a parent
+started in a session of its own, or what was re-parented to init when its parent died (Ray's daemons, Flower's
+SuperExec), is still found by the mark, never by its name.
 """
 
 from __future__ import annotations
@@ -10,11 +12,16 @@ import os
 import random
 import signal
 import socket
+import subprocess
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import psutil
+
 LISTEN_PORTS = range(20000, 32768)  # where free_ports looks: below Linux's default ephemeral range
+MARK = "LEAKBED_OWNER"  # in the environment of every process a ProcessGroup starts
 
 
 def _ephemeral_range() -> range:
@@ -61,76 +68,155 @@ def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """``/proc/PID/stat`` after the command name (which is in parentheses and may hold spaces)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def alive(pid: int) -> bool:
     """Running and not a zombie (a zombie has exited already)."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def all_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    return psutil.pids()
 
 
 def descendants(root: int) -> list[int]:
     """Every live process below ``root`` (children, grandchildren, ...)."""
-    children: dict[int, list[int]] = {}
-    for pid in all_pids():
-        fields = _stat_fields(pid)
-        if fields is not None:
-            children.setdefault(int(fields[1]), []).append(pid)
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
+    try:
+        return [c.pid for c in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def marked(key: str, value: str) -> list[int]:
     """Every live process whose environment holds ``key=value``: what a process tree left behind after its
     members detached into sessions of their own or were re-parented (children inherit the environment)."""
-    needle = f"{key}={value}".encode()
     out = []
-    for pid in all_pids():
+    for proc in psutil.process_iter():
         try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
+            if proc.environ().get(key) == value and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
-        if needle in environ.split(b"\0") and alive(pid):
-            out.append(pid)
     return out
 
 
 def terminate(pids: Iterable[int], grace: float = 10.0) -> list[int]:
     """SIGTERM each pid, wait up to ``grace`` seconds, SIGKILL what is left; returns the pids that needed SIGKILL."""
-    pids = [p for p in dict.fromkeys(pids) if p != os.getpid()]
-    for pid in pids:
+    procs = []
+    for pid in dict.fromkeys(pids):
+        if pid == os.getpid():
+            continue
         try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
             pass
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.2)
+    _, left = psutil.wait_procs(procs, timeout=grace)
     killed = []
-    for pid in pids:
-        if alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
+    for proc in left:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:  # it has ended: its (new) parent has not reaped it yet
+                continue
+            proc.kill()
+            killed.append(proc.pid)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(left, timeout=5)
     return killed
 
 
 def terminate_tree(root: int, grace: float = 10.0) -> None:
     """End ``root`` and all its descendants (collected before anything is signalled)."""
     terminate([root, *descendants(root)], grace)
+
+
+class ProcessGroup:
+    """Every process one command starts: each in a session of its own, each carrying the group's mark in its
+    environment (inherited by whatever it starts), found and ended with psutil. ``stop`` ends them all, however far
+    they detached; ``kill`` at once."""
+
+    def __init__(self, mark: str = "") -> None:
+        self.mark = mark or uuid.uuid4().hex
+        self.started: dict[str, subprocess.Popen] = {}
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with the group's mark."""
+        return {**(os.environ if base is None else base), MARK: self.mark}
+
+    def start(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str], log: Path | None = None, **kw: object
+    ) -> subprocess.Popen:
+        """Start ``argv`` in a session of its own, marked; its output to ``log`` (appended) unless ``kw`` says else."""
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                kw = {"stdout": out, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL, **kw}
+                proc = subprocess.Popen(list(argv), env=self.env(env), start_new_session=True, **kw)  # type: ignore[call-overload]
+        else:
+            proc = subprocess.Popen(list(argv), env=self.env(env), start_new_session=True, **kw)  # type: ignore[call-overload]
+        self.started[name] = proc
+        return proc
+
+    def members(self) -> list[psutil.Process]:
+        """Every live process of the group: those it started, their descendants, and every process carrying its mark."""
+        found: dict[int, psutil.Process] = {}
+        for proc in self.started.values():
+            if proc.poll() is None:
+                try:
+                    root = psutil.Process(proc.pid)
+                    found[root.pid] = root
+                    found |= {c.pid: c for c in root.children(recursive=True)}
+                except psutil.NoSuchProcess:
+                    pass
+        for pid in marked(MARK, self.mark):
+            if pid not in found and pid != os.getpid():
+                try:
+                    found[pid] = psutil.Process(pid)
+                except psutil.NoSuchProcess:
+                    pass
+        found.pop(os.getpid(), None)
+        return list(found.values())
+
+    def stop(self, grace: float = 3.0) -> int:
+        """SIGTERM every member, SIGKILL what is left after ``grace`` seconds, then again for any member started
+        meanwhile; returns how many needed SIGKILL."""
+        killed = 0
+        for _ in range(3):
+            members = self.members()
+            if not members:
+                break
+            killed += len(terminate([p.pid for p in members], grace))
+            grace = 1.0
+        for proc in self.started.values():
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        return killed
+
+    def kill(self) -> None:
+        """SIGKILL every member at once (a second interrupt: no grace)."""
+        for proc in self.members():
+            try:
+                proc.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+
+    def alive(self) -> list[psutil.Process]:
+        """The members still running (what a stop left behind: nothing, when it worked)."""
+        return [p for p in self.members() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_gone(pids: Iterable[int], timeout: float) -> bool:
+    """Whether every pid has ended within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return not any(alive(p) for p in pids)

@@ -7,6 +7,7 @@ models form the union of ``defenses`` entries, told apart by ``name``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 
 from core.config import DefenseConfig
@@ -21,9 +22,20 @@ def names() -> list[str]:
     return published(GROUP)
 
 
+def unknown(name: str) -> PluginError:
+    """An unknown defense, with the closest published name."""
+    known = names()
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return PluginError(f"unknown defense {name!r}{hint} (known: {', '.join(known) or 'none'})")
+
+
 @functools.cache
 def defense(name: str) -> Defense:
-    """The defense published as ``name`` (an instance: defenses keep no state between calls)."""
+    """The defense published as ``name`` (an instance: defenses keep no state between calls); PluginError (one line)
+    for a name nothing publishes, with the closest one."""
+    if name not in names():
+        raise unknown(name)
     cls = load_declared(GROUP, name, "defense", Defense)
     taken = sorted(set(cls.params.model_fields) & set(DefenseConfig.model_fields))
     if taken:

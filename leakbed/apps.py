@@ -23,6 +23,7 @@ from core.data import DataError
 from core.declaration import Declaration
 from core.layout import RunLayout
 from core.paths import default_run_dir
+from leakbed import ray_actors
 from leakbed.preflight import declarations, preflight, resolve
 from leakbed.report import write_report
 from leakbed.server_defenses import ServerDefenses
@@ -113,6 +114,7 @@ server_app = ServerApp()
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     """One prior of the configured experiment into ``out-dir``, then the report."""
+    ray_actors.install()  # in the Simulation Runtime's process: a ClientApp actor that dies is replaced
     rc = context.run_config
     cfg, rule, decls = checked(str(rc.get("config", "")), str(rc.get("set", "")), str(rc.get("prior", "")))
     layout = RunLayout.from_env(Path(str(rc.get("out-dir", "")) or default_run_dir(cfg.name, f"flwr-{context.run_id}")))

@@ -123,7 +123,8 @@ def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAU
     """One file's text: ``kind`` is base, tls, gpu, prometheus or seccomp."""
     check_counts(supernodes, workers)
     if kind == "seccomp":  # JSON has no comments: the profile names its source in a key of its own
-        profile = {"comment": "leakbed attack workers: rendered from workers/seccomp.py", **oci_profile()}
+        profile = {"comment": "leakbed attack workers (gateways building one bubblewrap sandbox per lane): rendered from "
+                   "workers/seccomp.py", **oci_profile(gateway=True)}
         return json.dumps(profile, indent=1) + "\n"
     if kind not in RENDERERS:
         raise ComposeError(f"--file {kind}: must be one of {', '.join([*RENDERERS, 'seccomp'])}")

@@ -12,7 +12,6 @@ the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import ssl
@@ -29,7 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.config import ExperimentConfig, dump_config
 from core.layout import RunLayout
-from core.processes import descendants, free_ports, marked, terminate
+from core.processes import ProcessGroup, free_ports
+from leakbed import flower, interrupts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
@@ -64,61 +64,62 @@ def _by_attack(samples: dict, name: str, prior: str) -> dict[str, float]:
 
 @dataclass
 class Deployment:
-    """The processes of one local deployment and where they log."""
+    """The local-deployment launcher: the processes of one deployment (``start``), where they log (``logs``), each
+    in a session of its own and marked (one ``core.processes.ProcessGroup``), ended with everything they started
+    (``stop``), however far it detached."""
 
     out: Path
     env: dict[str, str]
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    group: ProcessGroup = field(default_factory=ProcessGroup)
+
+    def __post_init__(self) -> None:
+        interrupts.register(self.group)
+
+    @property
+    def procs(self) -> dict[str, subprocess.Popen]:
+        return self.group.started
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        logs = self.out / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        with (logs / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
-            )
-        self.procs[name] = proc
-        return proc
+        return self.group.start(name, argv, self.env, self.out / "logs" / f"{name}.log")
+
+    def logs(self) -> dict[str, Path]:
+        return {name: self.out / "logs" / f"{name}.log" for name in self.procs}
 
     def run(self, name: str, argv: list[str], timeout: float) -> str:
         """A short command (certificates, registration); its output, or a DeployError naming it."""
+        proc = self.group.start(name, argv, self.env, None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            proc.kill()
             raise DeployError(f"{name}: no answer within {timeout:.0f}s") from None
+        finally:
+            self.group.started.pop(name, None)
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
-        (self.out / "logs" / f"{name}.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0:
-            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
-            raise DeployError(f"{name} exited with {done.returncode}: {last[0]}")
-        return done.stdout
+        (self.out / "logs" / f"{name}.log").write_text(out + err)
+        if proc.returncode != 0:
+            last = (err or out).strip().splitlines()[-1:] or ["(no output)"]
+            raise DeployError(f"{name} exited with {proc.returncode}: {last[0]}")
+        return out
 
-    def check_alive(self) -> None:
-        """Every long-lived process still runs; a ``flwr run`` (``flwr-run-<prior>``) may have finished (code 0)."""
+    def check_alive(self) -> str:
+        """'' while every long-lived process still runs (a ``flwr run``, ``flwr-run-<prior>``, may have finished with
+        code 0), else which one ended and why."""
         for name, p in self.procs.items():
             code = p.poll()
             if code is None or (name.startswith("flwr-run-") and code == 0):
                 continue
             log = self.out / "logs" / f"{name}.log"
-            raise DeployError(f"{name} exited with code {code}{_error_in(log)}; see {log}")
+            return f"{name} exited with code {code}{_error_in(log)}; see {log}"
+        return ""
 
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every started process and its descendants, SIGKILL what is left after ``grace``; then the
-        same for any process that still carries the deployment's mark (one a dying parent orphaned, or one
-        started between the listing and the signal)."""
-        pids = []
-        for p in reversed(list(self.procs.values())):
-            pids += [p.pid, *descendants(p.pid)]
-        terminate(pids, grace)
-        terminate(marked(DEPLOYMENT_MARK, str(self.out)), grace)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
+    def stop(self, grace: float = 3.0) -> None:
+        """SIGTERM every process of the deployment (those it started, their descendants, and any other carrying its
+        mark), SIGKILL what is left after ``grace`` seconds."""
+        self.group.stop(grace)
+        interrupts.unregister(self.group)
 
 
-DEPLOYMENT_MARK = "LEAKBED_DEPLOYMENT"  # in every deployment process's environment, so stop() finds strays
 REFUSAL = "leakbed: error: "  # how the ServerApp logs a config its preflight refuses (leakbed.apps)
 ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Timeout|Failed|Cancelled)\w*: .+")
 
@@ -138,13 +139,10 @@ def _error_in(log: Path) -> str:
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str, dep: Deployment) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dep.check_alive()
-        if check():
-            return
-        time.sleep(0.5)
-    raise DeployError(f"timed out after {timeout:.0f}s waiting for {what}")
+    try:
+        flower.wait_until(check, timeout, what, dep.check_alive)
+    except flower.NotReady as err:
+        raise DeployError(str(err)) from None
 
 
 def _https_ok(url: str, ca: Path) -> bool:
@@ -192,26 +190,11 @@ def deploy_local(
     out.mkdir(parents=True, exist_ok=True)
     ports = Ports.pick(supernodes, workers, metrics_port)
     home, certs, run_dir = out / "flwr-home", out / "certs", out / "run"
-    env = dict(os.environ)
-    env.update(
-        {
-            "FLWR_HOME": str(home),
-            "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-            "FLWR_TELEMETRY_ENABLED": "0",
-            "FLWR_DISABLE_UPDATE_CHECK": "1",
-            "PYTHONUNBUFFERED": "1",
-            "GRPC_VERBOSITY": "ERROR",
-            "NO_COLOR": "1",
-            "COLUMNS": "200",
-        }
-    )
+    tmp = out / "tmp"  # every process's temporary files, removed with the deployment
+    tmp.mkdir(exist_ok=True)
+    env = flower.environment(home, GRPC_VERBOSITY="ERROR", NO_COLOR="1", COLUMNS="200", TMPDIR=str(tmp))
     link = f"127.0.0.1:{ports.superlink}"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "{link}"\nroot-certificates = "{certs / "ca.crt"}"\n'
-    )
+    flower.write_home(home, CONNECTION, link, root_certificates=certs / "ca.crt")
     # The run's config as the ServerApp will load it: the attack workers' addresses and CA, /metrics added.
     run_cfg = cfg.model_copy(
         update={
@@ -231,7 +214,7 @@ def deploy_local(
     config_path = out / "experiment.toml"
     config_path.write_text(dump_config(run_cfg))
 
-    dep = Deployment(out, {**env, DEPLOYMENT_MARK: str(out)})
+    dep = Deployment(out, env)
     results: dict[str, dict] = {}
     try:
         dep.run("certs", ["bash", str(REPO_ROOT / "deploy" / "certs.sh"), str(certs), str(supernodes)], 120)
@@ -292,13 +275,14 @@ def _run_prior(
     dep: Deployment, bin_dir: Path, config_path: Path, run_dir: Path, prior: str, url: str, timeout: float, say
 ) -> dict:
     """One ``flwr run``; polls /metrics until the run is finished and returns the final values."""
-    run_config = f"config='{config_path}' out-dir='{run_dir}' prior='{prior}'"
+    run_config = flower.run_config({"config": str(config_path), "out-dir": str(run_dir), "prior": prior})
     flwr = dep.start(
         f"flwr-run-{prior}", [str(bin_dir / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream", "--run-config", run_config]
     )
     deadline, last_round, final = time.monotonic() + timeout, -1.0, None
     while time.monotonic() < deadline:
-        dep.check_alive()
+        if why := dep.check_alive():
+            raise DeployError(why)
         try:
             samples = scrape(url)
         except (urllib.error.URLError, OSError, ValueError):

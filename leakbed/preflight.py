@@ -66,8 +66,9 @@ def resolve(cfg: ExperimentConfig, decls: dict[str, Declaration] | None = None) 
             params = defense_registry.params_of(entry).model_dump(mode="json")
         except defense_registry.PluginError as err:
             raise ConfigError(f"defenses.{i}: {err}") from None
-        except ValidationError as err:
-            raise ConfigError(one_line(err, f"defenses.{i} ({entry.name})")) from None
+        except ValidationError as err:  # an unknown parameter gets the closest one and the list of valid ones
+            model = defense_registry.defense(entry.name).params
+            raise ConfigError(one_line(err, f"defenses.{i} ({entry.name})", model, list_all=True)) from None
         defenses.append(DefenseConfig(name=entry.name, fraction=entry.fraction, users=entry.users, **params))
     return cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables}), "defenses": defenses})
 

@@ -10,6 +10,7 @@ import math
 import re
 from pathlib import Path
 
+from core.tables import markdown_table
 from studies.sections import analysis_lines, participant_lines
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
@@ -204,12 +205,6 @@ def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _plot(runs: dict[str, dict], path: Path) -> None:
     import matplotlib
 
@@ -312,7 +307,7 @@ def _suite_lines(rule: str, run: dict) -> list[str]:
         lines += [f"#### {name} ({rule} prior)", "", *([f"- {scalars}"] if scalars else []), *_provenance_lines(m), *notes]
         for title, table in m.get("tables", {}).items():
             rows = [[text(c) for c in r] for r in table["rows"]]
-            lines += ["", text(title), "", _markdown_table([text(h) for h in table["header"]], rows)]
+            lines += ["", text(title), "", markdown_table([text(h) for h in table["header"]], rows)]
         lines += [f"\n![{name}]({rule}/{fig})" for fig in m.get("figures", [])]
         lines.append("")
     return lines
@@ -404,7 +399,7 @@ def write_report(run_dir: Path) -> Path:
         "approximation, as test updates per user grow).",
         f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).",
         "",
-        _markdown_table(header, rows),
+        markdown_table(header, rows),
         *(["", f"\\{note}"] if (note := table_footnote(runs)) else []),  # escaped: "* ..." would be a bullet
         "",
         "## Per prior",

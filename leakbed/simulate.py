@@ -20,18 +20,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from core.config import ExperimentConfig, dump_config
 from core.data import federation
 from core.layout import RunLayout
-from core.processes import descendants, free_port, marked, terminate
+from core.processes import ProcessGroup, free_port, free_ports
+from leakbed import flower, interrupts
 from leakbed.apps import PROGRESS_FILE
 from leakbed.deprecations import reemit
 
@@ -67,35 +66,15 @@ set = ""
 prior = ""
 out-dir = ""
 """
-FLOWER_ENV = {
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",  # the run uses this environment, never a fresh venv
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "PYTHONUNBUFFERED": "1",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # Ray's FutureWarning about GPU visibility when a run asks for none
-}
 Progress = Callable[[int, dict[str, float]], None]
-MARK = "LEAKBED_SIMULATION_LINK"  # in the environment of every process a SimulationLink starts
+# every port a Ray head would take by default (its dashboard's too, though the dashboard is off): a free one each;
+# its workers bind random ports (0: no fixed range)
+RAY_PORTS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
+             "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port")  # fmt: skip
 
 
 class SimulationFailed(RuntimeError):
     """Every start of a prior's simulation ended without results (the CLI's one-line error, exit 1)."""
-
-
-def _bin(name: str) -> str:
-    """A console script of this environment (``flwr``, ``flower-superlink``)."""
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else name
-
-
-def toml_string(value: str) -> str:
-    """A ``--run-config`` value, quoted with the quote it does not hold: flwr's parser splits on spaces outside
-    quotes and takes no escaped quote, so a value holding both kinds cannot be passed (ValueError, one line)."""
-    if "'" not in value:
-        return f"'{value}'"  # a TOML literal string: nothing inside is escaped
-    if '"' not in value and "\\" not in value:
-        return f'"{value}"'
-    raise ValueError(f"a --run-config value holds both quote kinds (or a backslash), which flwr cannot parse: {value}")
 
 
 def _healthy(port: int) -> bool:
@@ -107,12 +86,16 @@ def _healthy(port: int) -> bool:
 
 
 class SimulationLink:
-    """A SuperLink in simulation mode that this process owns: started on a free port with a private FLWR_HOME,
-    stopped with everything it started (the Simulation Runtime, Ray, attack workers).
+    """The simulation launcher: a SuperLink in simulation mode that this process owns, started on a free port with a
+    private Flower home, and every process it starts (the SuperExec, the Simulation Runtime, Ray, the attack lanes):
+    one ``core.processes.ProcessGroup``, ended by ``stop`` with its temporary folders (its processes' ``TMPDIR`` is
+    inside the home).
 
     ``ray_address``: the runs join that Ray cluster. Else, with ``own_ray``, the link starts one private Ray head
-    that every run on it joins (a run then skips Ray's own start and stop: about 5 s of wall and 3 CPU-seconds
-    here, per run of a sweep or prior of a run); without, each run starts a Ray of its own."""
+    on free ports (no dashboard, no Ray default port) that every run on it joins (a run then skips Ray's own start
+    and stop: about 5 s of wall and 3 CPU-seconds here, per run of a sweep or prior of a run); without, each run
+    starts a Ray of its own. The launcher interface: ``start`` (in the constructor), ``wait`` (a submitted run),
+    ``stop``, ``logs``."""
 
     def __init__(
         self,
@@ -126,30 +109,26 @@ class SimulationLink:
         self.app = self.home / "app"
         self.app.mkdir()
         (self.app / "pyproject.toml").write_text(APP_PYPROJECT.replace("{server_app}", server_app), encoding="utf-8")
+        tmp = self.home / "tmp"
+        tmp.mkdir()
         self.port = free_port()
-        self.logs = logs
+        self.logs_dir = logs
         logs.mkdir(parents=True, exist_ok=True)
-        bin_dir = str(Path(sys.executable).parent)  # Flower starts flower-superexec and flwr-simulation by name
-        path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-        self.mark = uuid.uuid4().hex  # every process of this link inherits it: stop() finds them all by it
-        self.env = {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(self.home), "PATH": path, "FLWR_LOG_LEVEL": "INFO",
-                    MARK: self.mark, **(extra_env or {})}  # fmt: skip
+        self.group = ProcessGroup()
+        self.mark = self.group.mark
+        self.env = flower.environment(self.home, FLWR_LOG_LEVEL="INFO", TMPDIR=str(tmp), **(extra_env or {}))
         self.env.pop("RAY_ADDRESS", None)  # a private Ray, unless the config names a cluster
         if ray_address:
             self.env["RAY_ADDRESS"] = ray_address
+        interrupts.register(self.group)
         ray_head = None
         if own_ray and not ray_address:  # started beside the SuperLink: the two start-ups overlap
             ray_head, self.env["RAY_ADDRESS"] = self._start_ray(logs)
-        (self.home / "config.toml").write_text(
-            f'[superlink]\ndefault = "leakbed"\n\n[superlink.leakbed]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n',
-            encoding="utf-8",
-        )
-        self._log = (logs / "superlink.log").open("ab")
+        flower.write_home(self.home, "leakbed", f"127.0.0.1:{self.port}")
         try:
             self._start_superlink()
-        except OSError:
-            self._log.close()
-            shutil.rmtree(self.home, ignore_errors=True)
+        except (OSError, SimulationFailed):
+            self.stop()
             raise
         if ray_head is not None and ray_head.wait(timeout=180) != 0:
             # Ray's head failed to come up (it does on a busy machine): each run starts a Ray of its own instead, as
@@ -161,48 +140,52 @@ class SimulationLink:
 
     def _start_superlink(self) -> None:
         """Start the SuperLink with this link's environment and wait for its HTTP API."""
-        self.proc = subprocess.Popen(
-            [_bin("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
+        self.proc = self.group.start(
+            "superlink",
+            [flower.script("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
              "--host", "127.0.0.1", "--port", str(self.port)],
-            env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            self.env, self.logs_dir / "superlink.log",
         )  # fmt: skip
-        deadline = time.monotonic() + SUPERLINK_START_TIMEOUT
-        while not _healthy(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise SimulationFailed(f"the simulation SuperLink did not start (see {self.logs / 'superlink.log'})")
-            time.sleep(0.3)
+        died = lambda: "" if self.proc.poll() is None else f"it exited with code {self.proc.returncode}"  # noqa: E731
+        try:
+            flower.wait_until(lambda: _healthy(self.port), SUPERLINK_START_TIMEOUT, "the simulation SuperLink", died)
+        except flower.NotReady as err:
+            raise SimulationFailed(f"{err} (see {self.logs_dir / 'superlink.log'})") from None
 
     def _start_ray(self, logs: Path) -> tuple[subprocess.Popen, str]:
-        """Start a private Ray head for this link's runs (its processes carry the link's mark); returns the
-        ``ray start`` process (it exits once the head is up) and the head's address."""
-        port = free_port()
-        cmd = [_bin("ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-               "--disable-usage-stats", f"--temp-dir={self.home / 'ray'}", f"--num-cpus={os.cpu_count() or 1}"]  # fmt: skip
-        with (logs / "ray-head.log").open("ab") as out:
-            return subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT), f"127.0.0.1:{port}"
+        """Start a private Ray head for this link's runs (its processes carry the link's mark), every port of it free,
+        no dashboard; returns the ``ray start`` process (it exits once the head is up) and the head's address."""
+        port, *others = free_ports(1 + len(RAY_PORTS))
+        cmd = [flower.script("ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+               "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.home / 'ray'}",
+               f"--num-cpus={os.cpu_count() or 1}", *(f"{flag}={p}" for flag, p in zip(RAY_PORTS, others, strict=True)),
+               "--min-worker-port=0", "--max-worker-port=0"]  # fmt: skip
+        return self.group.start("ray-head", cmd, self.env, logs / "ray-head.log"), f"127.0.0.1:{port}"
 
     def submit(self, run_config: dict[str, str], federation_config: dict[str, object], log_path: Path) -> int:
         """``flwr run`` of leakbed's app with this run and federation config, streaming its log until the run ends."""
-        rc = " ".join(f"{k}={toml_string(v)}" for k, v in run_config.items())
-        fc = " ".join(f"{k}={json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else v}"
-                      for k, v in federation_config.items())  # fmt: skip
-        cmd = [_bin("flwr"), "run", str(self.app), "leakbed", "--stream", "--run-config", rc, "--federation-config", fc]
-        with log_path.open("ab") as out:
-            return subprocess.run(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        cmd = [flower.script("flwr"), "run", str(self.app), "leakbed", "--stream", "--run-config",
+               flower.run_config(run_config), "--federation-config", flower.federation_config(federation_config)]  # fmt: skip
+        name = f"flwr-run-{len(self.group.started)}"
+        return self.wait(self.group.start(name, cmd, self.env, log_path))
+
+    def wait(self, proc: subprocess.Popen, timeout: float | None = None) -> int:
+        """A submitted run's exit code once it ends (an interrupt ends it, and everything else, from ``stop``)."""
+        return proc.wait(timeout=timeout)
+
+    def logs(self) -> dict[str, Path]:
+        """Where each of its processes logs."""
+        return {p.stem: p for p in sorted(self.logs_dir.glob("*.log"))}
 
     def stop_processes(self) -> None:
-        """End the SuperLink and every process it started, however far they detached (Flower starts the
-        Simulation Runtime in a session of its own, Ray re-parents its daemons): each carries this link's mark."""
-        # a short grace: Ray's GCS and raylet ignore SIGTERM (``ray stop --force`` kills them too)
-        terminate([self.proc.pid, *descendants(self.proc.pid), *marked(MARK, self.mark)], grace=STOP_GRACE)
-        self.proc.wait(timeout=30)
-        terminate(marked(MARK, self.mark), grace=1.0)  # anything started while the first ones were ending
+        """End the SuperLink and every process it started, however far they detached: each carries the group's mark
+        (Ray's GCS and raylet ignore SIGTERM: a short grace, then SIGKILL)."""
+        self.group.stop(grace=STOP_GRACE)
 
     def stop(self) -> None:
-        """Stop every process of the link and remove its FLWR_HOME."""
+        """Stop every process of the link and remove its Flower home (its temporary folders with it)."""
         self.stop_processes()
-        self._log.close()
+        interrupts.unregister(self.group)
         shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self) -> SimulationLink:

@@ -13,7 +13,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from leakbed import compose, images
+from leakbed import compose, flower, images
 from leakbed.engine import SECCOMP_PROFILE, Engine, EngineError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,26 +156,25 @@ def make_certs(stack: Stack) -> None:
 
 def write_connection(stack: Stack) -> Path:
     """``$FLWR_HOME/config.toml`` naming the stack's SuperLink as the connection ``leakbed-compose``."""
-    stack.flwr_home.mkdir(parents=True, exist_ok=True)
-    body = f'address = "127.0.0.1:{stack.superlink_port}"\n'
-    body += f'root-certificates = "{stack.certs / "ca.crt"}"\n' if stack.tls else "insecure = true\n"
-    path = stack.flwr_home / "config.toml"
-    path.write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n{body}')
-    return path
+    certs = stack.certs / "ca.crt" if stack.tls else None
+    return flower.write_home(stack.flwr_home, CONNECTION, f"127.0.0.1:{stack.superlink_port}", root_certificates=certs)
 
 
 def wait_running(engine: Engine, stack: Stack, timeout: float = 180.0) -> list[str]:
     """Names of the stack's running services, once every long-running one is up."""
     wanted = {s for s in _services(stack) if s != "register-supernodes"}
-    deadline = time.monotonic() + timeout
     running: set[str] = set()
-    while time.monotonic() < deadline:
-        out = run_compose(engine, stack, "ps", "--status", "running", "--services", check=False)
-        running = set(out.stdout.split())
-        if wanted <= running:
-            return sorted(running)
-        time.sleep(2)
-    raise EngineError(f"services not running after {timeout:.0f}s: {', '.join(sorted(wanted - running))}")
+
+    def up() -> bool:
+        running.clear()
+        running.update(run_compose(engine, stack, "ps", "--status", "running", "--services", check=False).stdout.split())
+        return wanted <= running
+
+    try:
+        flower.wait_until(up, timeout, "the stack's services")
+    except flower.NotReady:
+        raise EngineError(f"services not running after {timeout:.0f}s: {', '.join(sorted(wanted - running))}") from None
+    return sorted(running)
 
 
 def wait_superlink(stack: Stack, timeout: float = 300.0) -> None:
@@ -185,14 +183,18 @@ def wait_superlink(stack: Stack, timeout: float = 300.0) -> None:
     scheme = "https" if stack.tls else "http"
     context = ssl.create_default_context(cafile=str(stack.certs / "ca.crt")) if stack.tls else None
     url = f"{scheme}://127.0.0.1:{stack.superlink_port}/health"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=5, context=context):  # noqa: S310 - our own SuperLink
-                return
+                return True
         except OSError:
-            time.sleep(2)
-    raise EngineError(f"the SuperLink did not answer {url} within {timeout:.0f}s")
+            return False
+
+    try:
+        flower.wait_until(healthy, timeout, f"the SuperLink at {url}")
+    except flower.NotReady as err:
+        raise EngineError(str(err)) from None
 
 
 def _services(stack: Stack) -> list[str]:
@@ -228,10 +230,15 @@ def up(
             f"seccomp_profile = \"{SECCOMP_PROFILE}\"")
     render(stack, chosen, podman=podman)
     pull = "missing" if chosen.base == "official" else "never"
-    run_compose(engine, stack, "up", "-d", "--no-build", "--pull", pull)
-    running = wait_running(engine, stack)
-    say(f"running: {', '.join(running)}")
-    wait_superlink(stack)
+    try:
+        run_compose(engine, stack, "up", "-d", "--no-build", "--pull", pull)
+        running = wait_running(engine, stack)
+        say(f"running: {', '.join(running)}")
+        wait_superlink(stack)
+    except BaseException:  # an interrupt, or a stack that did not come up: nothing of it is left running
+        left = down(engine, stack)
+        say(f"stopped: the stack is down{'; still there: ' + ', '.join(left) if left else ''}")
+        raise
     if chosen.grafana is None:
         say("grafana: no image without a registry; every dashboard query can be run against Prometheus instead")
     write_connection(stack)

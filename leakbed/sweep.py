@@ -21,6 +21,7 @@ from typing import Any
 
 from core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from core.declaration import reid_names
+from core.tables import markdown_table
 from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 
@@ -261,18 +262,18 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         "(the same config without defenses). Re-identification in the seed's Table 3 form: AP % (× chance). "
         "ε: the (ε, δ) spent by a DP defense over the run (δ in its run's metrics.json), - where none applies.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
     ]
+    cells = []
     for r in rows:
         eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
-        cells = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
-        cells += [
+        row = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
+        row += [
             "fit failed" if math.isnan(r[f"{a}_ap"]) else f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)"
             for a in attackers
         ]
-        cells += [f"{r.get(f'suite:{s}_x_chance', float('nan')):.2f}" for s in suite]
-        lines.append("| " + " | ".join(cells) + " |")
+        row += [f"{r.get(f'suite:{s}_x_chance', float('nan')):.2f}" for s in suite]
+        cells.append(row)
+    lines.append(markdown_table(header, cells))
     broken = [r for r in rows if r["failed_replies"]]
     if broken:
         lines += ["", "Points with failed or rejected device replies (their numbers are not comparable; re-run them):"]

@@ -76,3 +76,10 @@ class RunJudge:
         if not self._cfg.adversary.users:
             return {}
         return {"active-property": score_participants(self._folder, self._cfg)}
+
+    def users_sealed(self) -> int:
+        """How many distinct users the sealed updates came from (SecAgg+ aggregates: their members)."""
+        owners: set[str] = set()
+        for record in Referee.load(self._folder).records():
+            owners.update(str(record["user_id"]).removeprefix("aggregate:").split())
+        return len(owners)

@@ -16,6 +16,8 @@ import json
 import math
 from pathlib import Path
 
+from core.tables import markdown_table
+
 
 def _x(m: dict | None, key: str = "x_chance") -> str:
     v = (m or {}).get(key, float("nan"))
@@ -70,10 +72,7 @@ def main() -> None:
     table = [r for run in args.runs for r in rows(run, run.name)]
     if args.sweep:
         table += [r for p in sorted(x for x in args.sweep.iterdir() if x.is_dir()) for r in rows(p, p.name)]
-    print("| " + " | ".join(HEADER) + " |")
-    print("|" + "---|" * len(HEADER))
-    for r in table:
-        print("| " + " | ".join(r) + " |")
+    print(markdown_table(HEADER, table))
 
 
 if __name__ == "__main__":

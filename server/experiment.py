@@ -78,6 +78,32 @@ def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list
     )
 
 
+def replies(rounds: dict, users_sealed: int, users: int, max_failed_share: float) -> dict:
+    """How many of the sampled devices' replies failed or were rejected, why (the reasons, counted), and how many
+    users the numbers rest on: what every report, the console and ``metrics.json`` state first."""
+    sampled = sum(r.sampled for r in rounds.values())
+    failed = sum(r.failed for r in rounds.values())
+    rejected = sum(r.rejected for r in rounds.values())
+    why: dict[str, int] = {}
+    for r in rounds.values():
+        for reason in r.reasons:
+            key = reason[:200]
+            why[key] = why.get(key, 0) + 1
+    share = (failed + rejected) / sampled if sampled else 0.0
+    return {
+        "sampled": sampled,
+        "failed": failed,
+        "rejected": rejected,
+        "used": sampled - failed - rejected,
+        "failed_share": share,
+        "max_failed_share": max_failed_share,
+        "too_many_failed": share > max_failed_share,
+        "why": dict(sorted(why.items(), key=lambda kv: -kv[1])[:20]),
+        "users": users,
+        "users_in_updates": users_sealed,
+    }
+
+
 def run_federation(
     grid: Grid,
     cfg: ExperimentConfig,
@@ -140,6 +166,7 @@ def run_federation(
     scores = {n: s for n, s in scores.items() if n not in failed}
     reid = [n for n in reid_names(declarations, list(scores))]
     summary = {
+        "replies": replies(tap.rounds, judge.users_sealed(), len(users), cfg.fl.max_failed_share),
         **run.summary(pool),
         **({"secure_aggregation": "secagg+"} if secagg else {}),
         "attackers": {n: scores[n] for n in reid},  # the closed-world table (seed 001 Table 3)

@@ -22,3 +22,7 @@ class Judge(Protocol):
     def participants(self) -> dict:
         """Attacks by adversarial devices, scored apart from the server's."""
         ...
+
+    def users_sealed(self) -> int:
+        """How many distinct users the sealed updates came from (what the attacks' numbers rest on)."""
+        ...

@@ -20,6 +20,7 @@ from core.declaration import ParamsError, check_params
 from core.knowledge import AttackerKnowledge
 from core.layout import RunLayout
 from core.store import UpdateStore
+from core.tables import markdown_table
 from referee.context import ParamsView, ScoreContext
 from referee.scorers import score_one
 from referee.truth import Referee
@@ -153,16 +154,16 @@ def report(results: dict[float, dict], out: Path, cfg: ExperimentConfig, prior: 
             if lost[0]
             else []
         ),
-        "| seen share | seen / unseen users | re-id AP | × chance | unseen recall | seen top-1 | matching AP | × chance |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for s, m in sorted(results.items()):
-        lines.append(
-            f"| {s:.2f} | {m['seen_users']} / {m['unseen_users']} | {pct(m['ap'])} ({pct(m['chance_ap'])}) | "
-            f"{m['x_chance']:.1f} | {pct(m['unseen_recall'])} | {pct(m['seen_top1'])} | {pct(m['match_ap'])} "
-            f"({pct(m['match_chance'])}) | {m['match_x_chance']:.2f} |"
-        )
-    lines += ["", "![open world](open_world.png)", ""]
+    header = ["seen share", "seen / unseen users", "re-id AP", "× chance", "unseen recall", "seen top-1", "matching AP",
+              "× chance"]  # fmt: skip
+    rows = [
+        [f"{s:.2f}", f"{m['seen_users']} / {m['unseen_users']}", f"{pct(m['ap'])} ({pct(m['chance_ap'])})",
+         f"{m['x_chance']:.1f}", pct(m["unseen_recall"]), pct(m["seen_top1"]),
+         f"{pct(m['match_ap'])} ({pct(m['match_chance'])})", f"{m['match_x_chance']:.2f}"]
+        for s, m in sorted(results.items())
+    ]  # fmt: skip
+    lines += [markdown_table(header, rows), "", "![open world](open_world.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import matplotlib
 
+from core.tables import markdown_table
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *["| " + " | ".join(r) + " |" for r in rows]])
+    return markdown_table(header, rows)
 
 
 def write(out: Path, name: str, title: str, intro: str, md_table: str, result: dict, fig) -> Path:

@@ -23,7 +23,7 @@ from typing import Any
 from core.declaration import Declaration, ParamsError, check_params
 from core.knowledge import AttackerKnowledge
 from workers.hostile import HostileData, load_json, words
-from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available
+from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, end
 
 DEADLINE = 300.0  # [s]
 MAX_REPLY = 4 << 20
@@ -112,14 +112,15 @@ def _run(inputs: Path, limits: Limits | None) -> bytes:
             if size > MAX_REPLY:
                 raise ParamsError("the attacks' own checks wrote more than their reply may hold")
             chunks.append(chunk)
+    except ParamsError:  # past its deadline or over its bound: ended now, not after the grace below
+        end(proc)
+        raise
     finally:
         os.close(r)
-        if proc.poll() is None:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait()
+        try:
+            proc.wait(timeout=10)  # it closed its pipe: it is exiting
+        except subprocess.TimeoutExpired:
+            end(proc)
     return b"".join(chunks)
 
 

@@ -23,6 +23,10 @@ class FrameError(EOFError):
     """The other end closed its pipe, or wrote something that is not a frame (one line)."""
 
 
+class FrameClosed(FrameError):
+    """The other end closed its pipe (end of file): it is ending, or broke off."""
+
+
 class FrameDeadline(TimeoutError):
     """No whole frame arrived before the deadline."""
 
@@ -51,7 +55,7 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
                 raise FrameDeadline(f"no reply within the deadline ({n - left} of {n} bytes arrived)")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
-            raise FrameError("the other end closed its pipe")
+            raise FrameClosed("the other end closed its pipe")
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)

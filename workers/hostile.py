@@ -581,8 +581,10 @@ class LogSink:
     """Drains a sandboxed process's stdout/stderr pipe into a capped log file and a bounded in-memory tail.
 
     The pipe must never fill (a blocked writer would hang the attack past its deadline), the disk must not
-    fill either, and memory must not grow with a flood: so the thread reads 64 KiB at a time, writes up to
-    ``cap`` bytes, then only counts. The caller closes its own copy of the pipe's write end after spawning,
+    fill either, and memory must not grow with a flood: so the thread reads 64 KiB at a time, writes until the
+    log file holds ``cap`` bytes, then only counts. What the file held when opened counts toward the cap: a lane
+    started again after a death appends to its attack's log, and gets no fresh cap (each start adds at most the cap
+    notice). The caller closes its own copy of the pipe's write end after spawning,
     or EOF never comes. ``close`` waits for EOF up to ``timeout``, then stops the thread regardless.
     """
 
@@ -603,6 +605,8 @@ class LogSink:
         self._capped = False
         self._ends_line = True
         self._log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        st = os.fstat(self._log_fd)
+        self._held = st.st_size if stat.S_ISREG(st.st_mode) else 0  # an earlier process's lines: they count toward the cap
         self._thread = threading.Thread(target=self._run, name=f"logsink-{Path(path).name}", daemon=True)
         self._thread.start()
 
@@ -640,7 +644,7 @@ class LogSink:
 
     def _file(self, chunk: bytes) -> None:
         """Up to the cap into the log file, then one notice line, then only counting."""
-        part = chunk[: max(0, self._cap - self._written)] if self._log_fd >= 0 else b""
+        part = chunk[: max(0, self._cap - self._held - self._written)] if self._log_fd >= 0 else b""
         self._dropped += len(chunk) - len(part)
         try:
             if part:

@@ -35,6 +35,8 @@ class Lane(Protocol):
 
     def stop(self) -> None: ...
 
+    def kill(self) -> None: ...
+
     def death(self) -> str: ...
 
     @property
@@ -79,6 +81,10 @@ class LocalLane:
 
     def stop(self) -> None:
         self._proc.stop()
+
+    def kill(self) -> None:
+        """End its process now, from any thread (its pipes stay open for the thread that calls it)."""
+        self._proc.kill()
 
     def death(self) -> str:
         return self._proc.death()
@@ -125,7 +131,9 @@ class RemoteLane:
     def start(self) -> None:
         spec = {"key": self.spec.key, "kind": self.spec.kind, "attack": self.spec.attack, "output": self.spec.output,
                 "params": self.spec.params, "upstream": list(self.spec.upstream), "peers": self.spec.peers}
-        reply = self._host.rpc("Start", pb.LaneStart(run=transport.run_msg(self._store), spec_json=json.dumps(spec)), 600)
+        start = pb.LaneStart(run=transport.run_msg(self._store), spec_json=json.dumps(spec))
+        self._host.ready()  # the worker answers within its retry window, or the lane cannot start
+        reply = self._host.rpc("Start", start, 600)  # then the lane's start (imports, its knowledge)
         self._id = reply.lane_id
         self.start_seconds = reply.seconds
 
@@ -151,6 +159,10 @@ class RemoteLane:
             except LaneDied:
                 pass
 
+    def kill(self) -> None:
+        """Have the worker end the lane now (a call in progress comes back as its death)."""
+        self.stop()
+
     def death(self) -> str:
         return self._last or "the remote lane ended"
 
@@ -164,8 +176,9 @@ class RemoteHost:
 
     sandboxed = True  # confined on its own host or container, as its operator set it up
 
-    def __init__(self, address: str, tls: TlsFiles | None, max_reply: int) -> None:
+    def __init__(self, address: str, tls: TlsFiles | None, max_reply: int, wait: float = 120.0) -> None:
         self.address = address
+        self.wait = wait  # [s] a lane's start waits this long for the worker to answer (it may be restarting)
         over_tcp = not address.startswith("unix:")
         self.tls = tls is not None and over_tcp
         self.where = f"remote {address}"
@@ -181,6 +194,14 @@ class RemoteHost:
             return getattr(self._stub, method)(request, timeout=timeout, wait_for_ready=True)
         except grpc.RpcError as err:
             raise LaneDied(f"remote attack worker {self.address}: {err.code().name}") from None
+
+    def ready(self) -> None:
+        """Wait up to ``wait`` seconds for the worker to answer; LaneDied (one line) if it does not (a call that waits
+        for readiness would wait for its whole deadline instead)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=self.wait)
+        except grpc.FutureTimeoutError:
+            raise LaneDied(f"remote attack worker {self.address}: not reachable within {self.wait:g} s") from None
 
     def lane(self, spec: LaneSpec, store: str) -> RemoteLane:
         return RemoteLane(self, spec, store)

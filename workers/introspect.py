@@ -29,7 +29,7 @@ from core.config import WorkersConfig
 from core.declaration import Declaration
 from core.entry_points import PluginError, package_dirs
 from workers.hostile import HostileData, load_json, words
-from workers.sandbox import Limits, Sandbox, code_paths
+from workers.sandbox import Limits, Sandbox, code_paths, end
 
 GROUP = "leakbed.attacks"
 MAX_JSON = 4 << 20  # bytes: the declarations of one distribution
@@ -175,12 +175,15 @@ class Introspector:
             os.close(w)
         try:
             return _read_all(r, MAX_JSON, time.monotonic() + DEADLINE, proc)
+        except PluginError:  # past its deadline or over its bound: ended now, not after the grace below
+            end(proc)
+            raise
         finally:
             os.close(r)
             try:
                 proc.wait(timeout=10)  # it closed its pipe: it is exiting
             except subprocess.TimeoutExpired:
-                proc.kill()
+                end(proc)
             err = proc.stderr.read(4096) if proc.stderr else b""  # type: ignore[union-attr]
             proc.wait()
             if proc.returncode:

@@ -23,14 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.frames import FrameDeadline, FrameError, read_frame, write_frame
+from workers.frames import FrameClosed, FrameDeadline, FrameError, read_frame, write_frame
 from workers.hostile import HostileData, LogSink, load_json, quoted, words
-from workers.sandbox import INSIDE, OUTPUT, Limits, Mount, Sandbox
+from workers.sandbox import INSIDE, OUTPUT, Limits, Mount, Sandbox, end
 
 log = logging.getLogger(__name__)
 INPUTS = INSIDE / "inputs"
 UPSTREAM = INSIDE / "upstream"
 OPEN_DEADLINE = 300.0  # [s] a lane that has not opened by then (imports, its knowledge) is ended
+EXIT_GRACE = 2.0  # [s] a lane whose pipe closed has exited by then, or it broke off and is ended
 SIGNALS = {
     signal.SIGKILL: "SIGKILL: the kernel's OOM killer, a deadline, or a kill",
     signal.SIGSEGV: "SIGSEGV: a crash in native code",
@@ -168,15 +169,10 @@ class LaneProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        """End the lane at once (its sandbox dies with it: bwrap's --die-with-parent, its own PID namespace)."""
+        """End the lane at once: its sandbox's pid 1, so every process of its PID namespace, then bwrap."""
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            end(self.proc)  # the sandbox's pid 1 (and all in it), then bwrap: bwrap's death alone does not reach it
+            if self.proc.poll() is None:
                 log.error("lane %s (pid %d) did not end after SIGKILL", self.spec.key, self.proc.pid)
 
     def stop(self, grace: float = 5.0) -> None:
@@ -226,6 +222,13 @@ class LaneProcess:
         except FrameDeadline:
             self.kill()
             raise LaneDeadline(f"{what} task past its deadline of {deadline:.0f} s: {self.spec.who} was ended") from None
+        except (FrameClosed, BrokenPipeError) as err:
+            # its end of a pipe closed: it is ending (bwrap exits a moment after the sandbox's process) or broke off
+            if self._exits_within(EXIT_GRACE):
+                self._reap()
+                raise LaneDied(self.death()) from None
+            self.kill()
+            raise LaneDied(f"{self.spec.who} broke the lane protocol ({words(str(err), 200)}); it was ended") from None
         except (FrameError, OSError) as err:
             if self.alive():  # it wrote garbage or an oversized reply: it cannot be trusted to go on
                 self.kill()
@@ -242,6 +245,15 @@ class LaneProcess:
         if not header["ok"]:
             raise TaskFailed(quoted(self.spec.who, str(header.get("error", "")), 300))
         return header, body
+
+    def _exits_within(self, seconds: float) -> bool:
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _reap(self) -> None:
         if self.proc is not None:

@@ -164,11 +164,12 @@ class AttackPool:
         self._store = UpdateStore(self._root / self._run_id)
         knowledge.save(self._store.root)  # the lanes read the knowledge from the run's store, once each
         self._known = set(knowledge.prior)
+        self._keys = list(knowledge.keys)
+        self._widths: dict[int, int] = {}  # round -> the attack layers' size in its global model (a shadow update's)
         self._decl = declarations
         self._params = params
         self._outputs = Path(outputs)
         self._timeout = submit_timeout
-        self._retry_seconds = retry_seconds
         self._task_deadline = task_deadline
         self._drain_deadline = drain_deadline
         self._max_result = max_result_mb << 20
@@ -186,7 +187,7 @@ class AttackPool:
         self.stats = PoolStats()
         logs = log_dir or self._root.parent / f"{self._root.name}-logs"
         if addresses:
-            self.hosts: list[Host] = [RemoteHost(a, tls, self._max_result) for a in addresses]
+            self.hosts: list[Host] = [RemoteHost(a, tls, self._max_result, retry_seconds) for a in addresses]
         else:
             self.hosts = [LocalHost(self._root, logs, sandbox, upstream_root=self._outputs / "upstream-of",
                                     log_cap=log_mb << 20, max_reply=self._max_result, cuda=cuda)]
@@ -280,6 +281,9 @@ class AttackPool:
         telemetry.WORKER_UPDATES_STORED.inc(len(updates))
 
     def _file_round(self, snap: RoundSnapshot) -> None:
+        if all(k in snap.arrays for k in self._keys):
+            with self._lock:
+                self._widths[snap.round] = sum(int(np.asarray(snap.arrays[k]).size) for k in self._keys)
         self._store.write_global(snap.round, snap.arrays)
         self._store.write_config(snap.round, dict(snap.train_config))
         if not self._shadow:
@@ -393,6 +397,10 @@ class AttackPool:
                 return
             except LaneDied as err:
                 self._drop_handle(lane)
+                if self._stop.is_set():  # ended by ``close``: not restarted, not retried
+                    self._failed(lane, task, f"{task.op} task of {lane.spec.who} ended: the pool was closed")
+                    return
+                self._next_host(lane)
                 task.deaths += 1
                 with self._lock:
                     self.stats.worker_restarts += 1
@@ -420,6 +428,11 @@ class AttackPool:
         telemetry.WORKER_TASKS.labels(kind=task.op, outcome="ok").inc()
         telemetry.WORKER_TASK_DURATION.labels(kind=task.op).observe(seconds)
 
+    def _next_host(self, lane: _Lane) -> None:
+        """A remote lane that died (or whose worker stopped answering) starts again on the next remote worker."""
+        if len(self.hosts) > 1:
+            lane.host = self.hosts[(self.hosts.index(lane.host) + 1) % len(self.hosts)]
+
     def _drop_handle(self, lane: _Lane) -> None:
         if lane.handle is not None:
             lane.handle.stop()
@@ -429,7 +442,7 @@ class AttackPool:
         if task.op == "round":
             if lane.spec.kind == "shadow":
                 arrays = load_npz(body, max_bytes=self._max_result, schema=SHADOW_SCHEMA, extra=False)
-                self._check_shadow(arrays)
+                self._check_shadow(arrays, task.round)
                 self._store.write_shadow(task.round, [str(x) for x in arrays["labels"]], arrays["vectors"])
                 self._round_tasks(task.round)
             self._round_done(task.round, seconds if lane.spec.kind == "shadow" else 0.0)
@@ -451,11 +464,17 @@ class AttackPool:
             except Exception:  # a scoring hook must not stop the lane
                 log.exception("fit callback for %s failed", task.name)
 
-    def _check_shadow(self, arrays: dict[str, np.ndarray]) -> None:
-        """Shadow updates for no one the attacker knows, or of another shape than the anonymous ones, are refused."""
+    def _check_shadow(self, arrays: dict[str, np.ndarray], rnd: int) -> None:
+        """Shadow updates for no one the attacker knows, or of another shape than the anonymous ones (the attack layers'
+        Δw of the round's global model, flattened), are refused."""
         stray = set(map(str, arrays["labels"])) - self._known
         if stray:
             raise HostileData(f"shadow updates labelled with {len(stray)} identities the attacker does not know")
+        with self._lock:
+            width = self._widths.get(rnd)
+        got = arrays["vectors"].shape[1]
+        if width is not None and got != width:
+            raise HostileData(f"shadow updates of {got} entries; the attack layers of round {rnd} hold {width}")
 
     def _output_path(self, store: str, output: str) -> Path:
         return (self._outputs if store == self._run_id else self._outputs / check_run_id(store)) / f"{check_run_id(output)}.npz"
@@ -596,6 +615,10 @@ class AttackPool:
         self._stop.set()
         with self._lock:
             self._lock.notify_all()
+        for lane in list(self._lanes.values()):
+            handle = lane.handle
+            if handle is not None and lane.thread is not None and lane.thread.is_alive():
+                handle.kill()  # a task in progress ends now; its thread sees the lane end and returns
         for lane in list(self._lanes.values()):
             if lane.thread is not None:
                 lane.thread.join(timeout=30)

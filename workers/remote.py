@@ -57,7 +57,7 @@ class Gateway(pb_grpc.LaneServiceServicer):
                             output=check_run_id(str(doc.get("output") or doc["kind"])), params=dict(doc.get("params") or {}),
                             upstream=tuple(str(u) for u in doc.get("upstream") or ()),
                             peers={str(k): dict(v) for k, v in (doc.get("peers") or {}).items()})
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError) as err:  # a field of the wrong type, too
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad lane: {err}")
         with self._lock:
             if len(self._lanes) >= MAX_LANES:

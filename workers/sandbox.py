@@ -20,7 +20,8 @@ bubblewrap is the sandbox behind Flatpak: a small, audited tool that builds the 
 * the system-call filter of ``workers.seccomp``;
 * limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of the sandbox user
   (RLIMIT_NPROC), file size (RLIMIT_FSIZE), open files; no core dumps;
-* death with its parent (``--die-with-parent``) and a session of its own (no terminal to inject into).
+* death with its parent (``--die-with-parent``; as root that reaches bwrap's process only, not the command, which
+  ``end`` kills: see there) and a session of its own (no terminal to inject into).
 
 It talks to trusted code only through the pipes the caller passes (``popen``'s ``pass_fds``, stdin, stdout).
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -48,7 +50,8 @@ from workers import seccomp
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 # the only variables a sandboxed process inherits; everything else (paths, seeds, tokens of the run) stays out
 ENV_KEEP = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-            "NVIDIA_VISIBLE_DEVICES", "GRPC_ENABLE_FORK_SUPPORT", "PYTHONHASHSEED", "PYTHONUNBUFFERED")
+            "NVIDIA_VISIBLE_DEVICES", "GRPC_ENABLE_FORK_SUPPORT", "PYTHONHASHSEED", "PYTHONUNBUFFERED",
+            "LEAKBED_OWNER")  # a random mark of the command that owns it (core.processes), so it is found and ended
 DEVICES = ("null", "zero", "random", "urandom")
 GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 ETC_FILES = ("ld.so.cache", "alternatives", "localtime")  # the loader's cache, tool links, the time zone
@@ -99,11 +102,14 @@ def plugin_paths() -> list[Path]:
 def _python_paths() -> list[Path]:
     """The interpreter's install and virtual environment (resolved: a venv's python links into its base), and the
     environment at the path this process was started from, when that path passes through a symbolic link (the
-    sandbox runs ``sys.executable`` as given)."""
+    sandbox runs ``sys.executable`` as given), and any other ``site-packages`` on ``sys.path`` (an environment whose
+    ``.pth`` file adds another environment's, as the red team's does: tests/redteam)."""
     paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     paths.add(Path(sys.executable).resolve().parents[1])
     paths.add(Path(os.path.abspath(sys.executable)).parents[1])
-    return sorted(p for p in paths if p.is_dir() and p != Path("/usr") and not p.is_relative_to("/usr"))
+    paths.update(Path(p).resolve() for p in sys.path if Path(p).name in ("site-packages", "dist-packages"))
+    kept = sorted(p for p in paths if p.is_dir() and p != Path("/usr") and not p.is_relative_to("/usr"))
+    return [p for p in kept if not any(p != q and p.is_relative_to(q) for q in kept)]
 
 
 def _privileged() -> bool:
@@ -171,7 +177,6 @@ class Sandbox:
                 "--ambient-caps=-all",
                 "--bounding-set=-all",
                 "--no-new-privs",
-                "--pdeathsig=SIGKILL",  # a change of uid clears the death signal bwrap's --die-with-parent relies on
                 "--",
             ]
         return [*argv, *command]
@@ -273,6 +278,47 @@ class Sandbox:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
+
+
+def end(proc: subprocess.Popen) -> None:
+    """End a sandbox at once, whatever runs in it: SIGKILL its command (pid 1 of the sandbox's PID namespace, so every
+    process in it dies with it; from this namespace the signal cannot be refused), then bwrap.
+
+    Killing bwrap alone does not reach the command when root spawned it: bwrap's own process keeps no capability and
+    the command runs as another uid, so the kernel refuses the parent-death signal of ``--die-with-parent`` (tried);
+    the command would run on, orphaned. A process that is not a sandbox (unsandboxed mode) is killed with its process
+    group."""
+    if proc.poll() is not None:
+        return
+    for pid in _children(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: bwrap (or the unsandboxed process) leads its group
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (bwrap's: the sandbox's pid 1), read from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
 
 
 def check_store(path: str | Path) -> Path:

@@ -26,7 +26,7 @@ import numpy as np
 
 from core.declaration import FIELD, Declaration
 from workers.hostile import HostileData, load_json, quoted, words
-from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available
+from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, end
 
 MAX_RESULT = 1 << 20  # bytes of a scorer's JSON
 DEADLINE = 600.0  # [s] one plugin scorer
@@ -101,8 +101,7 @@ def _run(inputs: Path, limits: Limits | None, deadline: float) -> bytes:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            end(proc)
 
 
 def _read(fd: int, until: float, proc: subprocess.Popen) -> bytes:
@@ -114,7 +113,7 @@ def _read(fd: int, until: float, proc: subprocess.Popen) -> bytes:
     while True:
         remaining = until - time.monotonic()
         if remaining <= 0:
-            proc.kill()
+            end(proc)
             raise PluginScorerError("the plugin's scorer did not finish before its deadline; it was ended")
         if not poller.poll(int(min(remaining, 1.0) * 1000)):
             continue
@@ -123,7 +122,7 @@ def _read(fd: int, until: float, proc: subprocess.Popen) -> bytes:
             return b"".join(chunks)
         size += len(chunk)
         if size > MAX_RESULT:
-            proc.kill()
+            end(proc)
             raise PluginScorerError(f"the plugin's scorer wrote more than {MAX_RESULT} bytes; it was ended")
         chunks.append(chunk)
 

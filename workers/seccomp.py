@@ -79,18 +79,28 @@ def bpf_program() -> bytes:
         return out.read()
 
 
-def oci_profile() -> dict:
-    """The same filter as an OCI runtime seccomp profile (what ``security_opt: seccomp=FILE`` takes)."""
+# What bubblewrap itself needs to build a sandbox without privileges (a user namespace, mounts, pivot_root, a host
+# name of its own): allowed to a remote attack worker's container, which is a gateway spawning one sandbox per
+# lane; every lane's attack code is filtered by the whole deny-list again inside its sandbox (``bpf_program``).
+GATEWAY_ALLOWED = {"mount", "umount2", "pivot_root", "unshare", "sethostname"}
+
+
+def oci_profile(gateway: bool = False) -> dict:
+    """The same filter as an OCI runtime seccomp profile (what ``security_opt: seccomp=FILE`` takes); ``gateway``: the
+    profile of a container whose process builds bubblewrap sandboxes (``GATEWAY_ALLOWED`` and namespaces allowed)."""
     allowed = set(SOCKET_FAMILIES.values())
     masked = [{"index": 0, "value": f, "valueTwo": f, "op": "SCMP_CMP_MASKED_EQ"} for f in CLONE_NAMESPACES.values()]
     families = [{"index": 0, "value": f, "op": "SCMP_CMP_EQ"} for f in range(_MAX_FAMILY + 1) if f not in allowed]
+    denied = sorted(set(DENIED) - GATEWAY_ALLOWED) if gateway else sorted(DENIED)
+    deny_clone = [{"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM, "args": [a]} for a in masked]
+    clone = [] if gateway else deny_clone
     return {
         "defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
         "syscalls": [
-            {"names": sorted(DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+            {"names": denied, "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
             # an OCI rule ANDs its args: one rule per flag or family
-            *({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM, "args": [a]} for a in masked),
+            *clone,
             {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
             *({"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EAFNOSUPPORT, "args": [a]} for a in families),
             {

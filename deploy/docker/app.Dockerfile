@@ -18,7 +18,12 @@ FROM ${BASE_IMAGE}
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 USER 0:0
-RUN mkdir -p /data /attack-store /referee && chown app:app /data /attack-store /referee
+# bubblewrap (and util-linux's prlimit and setpriv, libseccomp): an attack worker builds one sandbox per lane
+# hadolint ignore=DL3008
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        bubblewrap util-linux libseccomp2 \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /data /attack-store /referee && chown app:app /data /attack-store /referee
 USER 49999:49999
 WORKDIR /app
 
@@ -42,11 +47,12 @@ COPY --chown=app:app studies studies
 COPY --chown=app:app server server
 COPY --chown=app:app client client
 COPY --chown=app:app attacks attacks
+COPY --chown=app:app workers workers
 COPY --chown=app:app defenses defenses
 COPY --chown=app:app configs configs
 # third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
 COPY --chown=app:app deploy/plugins deploy/plugins
-RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/attacks/service.proto \
+RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/workers/service.proto \
     && python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
     && if ls deploy/plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps deploy/plugins/*.whl; fi
 

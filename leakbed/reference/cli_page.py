@@ -1,50 +1,62 @@
-"""The command-line reference: every ``leakbed`` command and option, from the CLI's argparse parser."""
+"""The command-line reference: every ``leakbed`` command, argument and option, from the CLI's click command tree (the
+Typer app of ``leakbed.cli``)."""
 
 from __future__ import annotations
 
-import argparse
+import click
 
-from leakbed.cli import parser
+from core.tables import markdown_table
+from leakbed.cli import command
 
 INTRO = """# Command line
 
-*Generated from `leakbed/cli.py`'s parser by `leakbed/reference/cli_page.py`.*
+*Generated from `leakbed/cli.py`'s Typer app (its click commands) by `leakbed/reference/cli_page.py`.*
+
+Bad input stops a command before anything starts: one line on stderr, `leakbed: error: ...`, and exit code 2.
 """
 
 
-def _subcommands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in p._actions:  # noqa: SLF001 - argparse has no public listing of subparsers
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            return dict(action.choices)
-    return {}
+def _name(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        names = ", ".join([*param.opts, *param.secondary_opts])
+        return f"{names} {param.metavar}" if param.metavar and not param.is_flag else names
+    return param.human_readable_name
 
 
-def _helps(p: argparse.ArgumentParser) -> dict[str, str]:
-    for action in p._actions:  # noqa: SLF001
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            return {c.dest: c.help or "" for c in action._choices_actions}  # noqa: SLF001
-    return {}
+def _default(param: click.Parameter) -> str:
+    default = param.default
+    if default is None or default is False or default == () or default == [] or callable(default):
+        return ""
+    return f"`{default}`"
 
 
-def _options(sub: argparse.ArgumentParser) -> list[str]:
-    lines = ["| argument | default | description |", "|---|---|---|"]
-    for action in sub._actions:  # noqa: SLF001
-        if isinstance(action, argparse._HelpAction):  # noqa: SLF001
+def _bound(param: click.Parameter) -> str:
+    kind = param.type
+    if isinstance(kind, click.Choice):
+        return ", ".join(f"`{c}`" for c in kind.choices)
+    if isinstance(kind, click.types._NumberRangeBase):  # noqa: SLF001 - click's base of IntRange and FloatRange
+        if kind.max is None:
+            return f"x {'>' if kind.min_open else '≥'} {kind.min}"
+        if kind.min is None:
+            return f"x {'<' if kind.max_open else '≤'} {kind.max}"
+        return f"{kind.min} {'<' if kind.min_open else '≤'} x {'<' if kind.max_open else '≤'} {kind.max}"
+    return ""
+
+
+def _params(cmd: click.Command) -> str:
+    rows = []
+    for param in cmd.params:
+        if isinstance(param, click.Option) and param.hidden:
             continue
-        name = ", ".join(action.option_strings) or action.dest
-        if action.choices:
-            name += " {" + ",".join(map(str, action.choices)) + "}"
-        default = "" if action.default in (None, argparse.SUPPRESS, [], False) else f"`{action.default}`"
-        lines.append(f"| `{name}` | {default} | {(action.help or '').replace('|', '/')} |")
-    return lines
+        required = " (required)" if param.required else ""
+        rows.append([f"`{_name(param)}`", _default(param), _bound(param), f"{param.help or ''}{required}"])
+    return markdown_table(["argument", "default", "bound", "description"], rows)
 
 
 def page() -> str:
-    root = parser()
-    parts = [INTRO, f"`leakbed` — {(root.description or '').strip().splitlines()[0]}", ""]
-    helps = _helps(root)
-    for name, sub in _subcommands(root).items():
-        usage = " ".join(sub.format_usage().split())
-        parts += [f"## `leakbed {name}`", "", helps.get(name, ""), "", f"```\n{usage}\n```", ""]
-        parts += [*_options(sub), ""]
+    root = command()
+    parts = [INTRO, f"`leakbed` — {root.help}", ""]
+    for name, cmd in root.commands.items():
+        usage = " ".join(cmd.get_usage(click.Context(cmd, info_name=f"leakbed {name}")).split())
+        parts += [f"## `leakbed {name}`", "", cmd.help or "", "", f"```\n{usage}\n```", "", _params(cmd), ""]
     return "\n".join(parts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.config import MOVED, ExperimentConfig
+from core.tables import markdown_table
 from leakbed.reference.fields import rows, table
 
 INTRO = """# Configuration
@@ -31,9 +32,7 @@ def page() -> str:
         "An older config keeps loading: each key below is read under its new name, with a one-line notice naming it "
         "(a key given under both names is refused). `leakbed validate` prints the config with the new names.",
         "",
-        "| old key | new key |",
-        "|---|---|",
-        *(f"| `{a}.{b}` | `{c}.{d}` |" for (a, b), (c, d) in MOVED.items()),
+        markdown_table(["old key", "new key"], [[f"`{a}.{b}`", f"`{c}.{d}`"] for (a, b), (c, d) in MOVED.items()]),
         "",
     ]
     return "\n".join(parts)

@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from core.tables import markdown_table
+
 UNIT = re.compile(r"^(?P<text>.*?)\s*\[(?P<unit>[^\[\]]+)\]\.?\s*$", re.S)
 BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("min_length", "length ≥"), ("max_length", "length ≤"))
 
@@ -77,11 +79,8 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[Row]:
 
 def table(found: list[Row]) -> str:
     """A markdown table of ``found``."""
-    lines = ["| option | type | default | unit | bound | description |", "|---|---|---|---|---|---|"]
-    for r in found:
-        cells = [f"`{r.key}`", f"`{r.type}`", f"`{r.default}`", r.unit, r.bound, r.description]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
-    return "\n".join(lines)
+    rows = [[f"`{r.key}`", f"`{r.type}`", f"`{r.default}`", r.unit, r.bound, r.description] for r in found]
+    return markdown_table(["option", "type", "default", "unit", "bound", "description"], rows)
 
 
 SCHEMA_BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"),

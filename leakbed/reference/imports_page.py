@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from core.tables import markdown_table
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies", "leakbed")
 
@@ -18,8 +20,6 @@ packages or between the files of one, or when a trusted module imports attack co
 
 *Generated from the source by `leakbed/reference/imports_page.py`.*
 
-| package | imports (files importing it) |
-|---|---|
 """
 
 
@@ -64,13 +64,13 @@ def attack_importers() -> list[str]:
 
 def page() -> str:
     rows = [
-        f"| `{pkg}` | {', '.join(f'`{t}` ({n})' for t, n in targets.items()) or 'nothing of ours'} |"
+        [f"`{pkg}`", ", ".join(f"`{t}` ({n})" for t, n in targets.items()) or "nothing of ours"]
         for pkg, targets in edges().items()
     ]
     importers = [f"- `{p}`" for p in attack_importers()] or ["- none"]
     return (
         INTRO
-        + "\n".join(rows)
+        + markdown_table(["package", "imports (files importing it)"], rows)
         + "\n\n## Who imports attack code\n\n"
         + "Attack code (`attacks/`: the contract and leakbed's own attacks) runs only in sandboxes. Outside `attacks/`, "
         + "these files import it: the entry points that run inside a sandbox (`workers/inside/`) and the module a plugin "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.tables import markdown_table
 from core.telemetry import SERVER_REGISTRY
 from leakbed.reference.fields import split_unit
 
@@ -14,17 +15,15 @@ user, node or update id. Counters are queried with their `_total` suffix, histog
 
 *Generated from `core/telemetry.py`'s registry by `leakbed/reference/metrics_page.py`.*
 
-| metric | type | labels | unit | description |
-|---|---|---|---|---|
 """
 
 
 def page() -> str:
-    lines = []
+    rows = []
     for metric in sorted(SERVER_REGISTRY._collector_to_names, key=lambda m: m._name):  # noqa: SLF001 - no public listing
         text, unit = split_unit(metric._documentation)  # noqa: SLF001
         kind = metric._type  # noqa: SLF001
         name = f"{metric._name}_total" if kind == "counter" else metric._name  # noqa: SLF001
         labels = ", ".join(f"`{label}`" for label in metric._labelnames) or "—"  # noqa: SLF001
-        lines.append(f"| `{name}` | {kind} | {labels} | {unit} | {text} |")
-    return INTRO + "\n".join(lines) + "\n"
+        rows.append([f"`{name}`", kind, labels, unit, text])
+    return INTRO + markdown_table(["metric", "type", "labels", "unit", "description"], rows) + "\n"

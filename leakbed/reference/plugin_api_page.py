@@ -30,6 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.tables import markdown_table
+
 # --- hand-written parts ----------------------------------------------------------------------------------------
 
 INTRO = """# Plugin API: `leakbed.plugin`
@@ -67,7 +69,8 @@ updates, the attacker's shadow updates and its knowledge (`ctx.store`, `ctx.know
 `predict`'s outputs go back to trusted code through a pipe and are checked as hostile data before anything reads
 them (`workers/hostile.py`: bounded size, arrays of numbers, booleans or text only, never pickled objects, names of
 `[A-Za-z0-9_./-]`); the checked copy is written to `<run>/<prior>/outputs/<name>.npz`. Its printed output goes to
-`<run>/attack-logs/<prior>-<name>.log` (capped at `workers.limits.log` MiB). Every task has a deadline: the value
+`<run>/attack-logs/<prior>-<name>.log` (capped at `workers.limits.log` MiB; on a remote attack worker, to the
+worker's `--log-dir`). Every task has a deadline: the value
 of the params field the attack names in `budget` [s], else `workers.task_deadline`; a task past it is ended and
 counted failed, and the run goes on. Its `needs` are checked before anything starts in every entry point
 (`leakbed run`, `flwr run`, `deploy-local`, compose, a sweep): a run it cannot serve is refused in one line, e.g.
@@ -122,8 +125,7 @@ beside the score. Each kind's paragraph below says how it joins rows that are no
 
 {symbols}
 
-| kind | measures |
-|---|---|
+{kinds}
 """
 
 PLUGIN_SCORER = """## A plugin's own scorer
@@ -149,9 +151,7 @@ The old form, `scorer = "module:function"`, still loads: it is read as
 lacks it), and a field not declared is not there (KeyError). `user_id` and `round` come from the server's
 sealing; the others are facts each device sealed with its reply (`client/`), for the referee only:
 
-| field | value per update | sealed when |
-|---|---|---|
-{truth_rows}
+{truth_table}
 """
 
 WRITTEN = """## Where a plugin's numbers are written
@@ -300,7 +300,8 @@ def _markdown(doc: str) -> str:
             while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
                 block.append(lines[i][4:])
                 i += 1
-            out += ["", "```", *[b for b in "\n".join(block).strip("\n").splitlines()], "```", ""]
+            lang = "toml" if any(b.lstrip().startswith("[") for b in block) else "python"
+            out += ["", f"```{lang}", *"\n".join(block).strip("\n").splitlines(), "```", ""]
             continue
         out.append(line)
         i += 1
@@ -362,40 +363,45 @@ def class_attributes(cls: type) -> list[Attr]:
 
 
 def _attr_table(attrs: list[Attr], what: str = "attribute") -> list[str]:
-    rows = [f"| {what} | type | default | |", "|---|---|---|---|"]
-    for a in attrs:
-        rows.append(f"| `{a.name}` | `{_cell(a.type)}` | {f'`{_cell(a.default)}`' if a.default else ''} | {_cell(a.note)} |")
-    return rows
+    rows = [[f"`{a.name}`", f"`{_cell(a.type)}`", f"`{_cell(a.default)}`" if a.default else "", _cell(a.note)] for a in attrs]
+    return markdown_table([what, "type", "default", ""], rows).splitlines()
 
 
 def model_fields(model: type[BaseModel]) -> list[str]:
     """A pydantic model's fields: type, default, description."""
     from leakbed.reference.fields import _bound
 
-    rows = ["| field | type | default | bound | description |", "|---|---|---|---|---|"]
+    rows = []
     for name, info in model.model_fields.items():
         if info.is_required():
             shown = "required"
         else:
             default = info.get_default(call_default_factory=True)
             shown = f"`{default!r}`" if not isinstance(default, frozenset) else "`frozenset()`"
-        rows.append(
-            f"| `{name}` | `{_cell(type_text(info.annotation))}` | {_cell(shown)} | {_cell(_bound(info))} | "
-            f"{_cell(info.description or '')} |"
-        )
-    return rows
+        rows.append([f"`{name}`", f"`{_cell(type_text(info.annotation))}`", _cell(shown), _cell(_bound(info)),
+                     _cell(info.description or "")])  # fmt: skip
+    return markdown_table(["field", "type", "default", "bound", "description"], rows).splitlines()
 
 
-def _own_members(cls: type) -> list[tuple[str, Any]]:
-    """Public methods and properties the class itself defines (not inherited), in source order."""
-    out = []
-    for name, value in vars(cls).items():
-        if name.startswith("_"):
-            continue
-        if isinstance(value, classmethod | staticmethod):
-            out.append((name, value.__func__))
-        elif isinstance(value, property) or inspect.isfunction(value):
-            out.append((name, value))
+OURS = ("core.", "attacks.", "defenses.", "workers.", "referee.", "leakbed.")
+
+
+def _own_members(cls: type, exported: frozenset[str] = frozenset()) -> list[tuple[str, Any]]:
+    """Public methods and properties the class defines, with those it inherits from a class of ours that is not
+    documented on its own (``exported``: e.g. ``InputsView``'s from the store's read side), in source order."""
+    out: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is not cls and (klass.__name__ in exported or not klass.__module__.startswith(OURS)):
+            break
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in seen:
+                continue
+            seen.add(name)
+            if isinstance(value, classmethod | staticmethod):
+                out.append((name, value.__func__))
+            elif isinstance(value, property) or inspect.isfunction(value):
+                out.append((name, value))
     return out
 
 
@@ -415,7 +421,7 @@ def _indent(text: str) -> str:
     return "\n  ".join(text.splitlines())
 
 
-def document_class(cls: type) -> list[str]:
+def document_class(cls: type, exported: frozenset[str] = frozenset()) -> list[str]:
     out = []
     doc = _doc(cls)
     if issubclass(cls, BaseModel):
@@ -433,7 +439,10 @@ def document_class(cls: type) -> list[str]:
     attrs = class_attributes(cls)
     if attrs:
         out += [*_attr_table(attrs, "field" if dataclasses.is_dataclass(cls) else "class attribute"), ""]
-    members = _own_members(cls)
+    base = next((k for k in cls.__mro__[1:] if k.__name__ in exported), None)
+    if base is not None:
+        out += [f"A [`{base.__name__}`](#{base.__name__.lower()}): what it declares and defines holds here too.", ""]
+    members = _own_members(cls, exported)
     if members:
         out += [line for name, value in members for line in _member(cls, name, value)]
         out.append("")
@@ -469,7 +478,7 @@ def document_name(plugin: types.ModuleType, name: str) -> list[str]:
         return [*out, f"`{name} = {type_text(obj)}`: array name → array.", ""]
     out += [f"*from `{obj.__module__}`*", ""]
     if isinstance(obj, type):
-        return out + document_class(obj)
+        return out + document_class(obj, frozenset(plugin.__all__))
     out += [f"`{name}{signature(obj)}`", ""]
     doc = _doc(obj) or (f"{NOTES[name]} *(written for this page: the function has no docstring)*" if name in NOTES else "")
     return out + ([doc, ""] if doc else [])
@@ -504,15 +513,15 @@ def kinds_section() -> list[str]:
     from referee.kinds import KINDS
 
     symbols = _paragraph(inspect.getdoc(schemas) or "", "Symbols:")
-    out = [OUTPUTS_INTRO.format(symbols=re.sub(r"``([^`]+)``", r"`\1`", symbols)).rstrip("\n")]
-    out += [f"| [`{k}`](#kind-{k}) | {_cell(kind.what)} |" for k, kind in KINDS.items()]
+    kinds = markdown_table(["kind", "measures"], [[f"[`{k}`](#kind-{k})", _cell(kind.what)] for k, kind in KINDS.items()])
+    out = [OUTPUTS_INTRO.format(symbols=re.sub(r"``([^`]+)``", r"`\1`", symbols), kinds=kinds).rstrip("\n")]
     out.append("")
     for k, kind in KINDS.items():
         module = importlib.import_module(kind.score.__module__)
         coverage = _paragraph(inspect.getdoc(module) or "", "Coverage")
         out += [f"### Kind `{k}`", "", f"{kind.what}. Scored by `{kind.score.__module__}`.", ""]
-        out += ["| array | dtype | shape | |", "|---|---|---|---|"]
-        out += [f"| `{a}` | {d} | `{s}` | {r} |" for a, d, s, r in kind_outputs(k)]
+        arrays = [[f"`{a}`", d, f"`{s}`", r] for a, d, s, r in kind_outputs(k)]
+        out += markdown_table(["array", "dtype", "shape", ""], arrays).splitlines()
         out.append("")
         if coverage:
             out += [re.sub(r"``([^`]+)``", r"`\1`", coverage), ""]
@@ -533,7 +542,10 @@ def grouped(names: list[str]) -> list[tuple[str, list[str]]]:
 def page() -> str:
     import leakbed.plugin as plugin
 
-    parts = [INTRO.format(example=EXAMPLE)]
+    paragraphs = re.split(r"\n\s*\n", inspect.getdoc(plugin) or "")
+    last = next((i for i, para in enumerate(paragraphs) if para.startswith("A run then names")), 3)
+    publishing = _markdown("\n\n".join(paragraphs[1 : last + 1]))  # entry points, naming it in a run (its words)
+    parts = [INTRO.format(example=EXAMPLE), "## Publishing a plugin", "", publishing, ""]
     parts += ["## Every name of `leakbed.plugin`", "",
               "In the order a plugin meets them; `dir(leakbed.plugin)` lists the same names. Those that load torch "
               "or Flower (the model helpers, the defense contract) are loaded on first use.", ""]
@@ -542,7 +554,8 @@ def page() -> str:
         for name in names:
             parts += ["#" + line if line.startswith("### ") else line for line in document_name(plugin, name)]
     parts += kinds_section()
-    truth = "\n".join(f"| `{f}` | {_cell(v)} | {_cell(w)} |" for f, v, w in TRUTH_FIELDS)
-    parts.append(PLUGIN_SCORER.format(truth_rows=truth))
+    fields = [[f"`{f}`", _cell(v), _cell(w)] for f, v, w in TRUTH_FIELDS]
+    truth = markdown_table(["field", "value per update", "sealed when"], fields)
+    parts.append(PLUGIN_SCORER.format(truth_table=truth))
     parts.append(WRITTEN)
     return "\n".join(parts).rstrip("\n") + "\n"

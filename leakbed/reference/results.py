@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from core.tables import markdown_table
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "results" / "data"
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
@@ -191,20 +193,19 @@ def _pct(v: float) -> str:
 def run_table(summary: dict) -> str:
     """The Table-3-form table the report prints: AP % (× chance), top-1 %, top-5 % per prior."""
     priors = list(summary["priors"])
-    head = "| attacker | " + " | ".join(f"{p} AP | {p} top-1 | {p} top-5" for p in priors) + " |"
-    lines = [head, "|---|" + "---|" * (3 * len(priors))]
+    header = ["attacker", *(f"{p} {what}" for p in priors for what in ("AP", "top-1", "top-5"))]
     first = summary["priors"][priors[0]]
+    rows = []
     for key, label in ATTACKERS.items():
         if key not in first:
             continue
-        cells = []
+        cells = [label]
         for p in priors:
             m = summary["priors"][p][key]
             cells += [f"{_pct(m['ap'])} ({m['x_chance']:.0f}×)", _pct(m["top1"]), _pct(m["top5"])]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    chance = [cell for p in priors for cell in _chance(summary, p)]
-    lines.append("| Chance | " + " | ".join(chance) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    rows.append(["Chance", *(cell for p in priors for cell in _chance(summary, p))])
+    return markdown_table(header, rows)
 
 
 def _chance(summary: dict, prior: str) -> list[str]:
@@ -216,12 +217,13 @@ def _chance(summary: dict, prior: str) -> list[str]:
 
 def sweep_table(summary: dict) -> str:
     """One row per sweep point: × chance per attacker, utility normalised to the undefended run, ε."""
-    lines = ["| point | MLP × chance | SVM × chance | kNN × chance | utility (÷ undefended) | ε |", "|---|---|---|---|---|---|"]
+    header = ["point", "MLP × chance", "SVM × chance", "kNN × chance", "utility (÷ undefended)", "ε"]
+    rows = []
     for r in summary["rows"]:
         eps = "—" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
         xs = [f"{r[f'{a}_x_chance']:.1f}" if r[f"{a}_x_chance"] is not None else "—" for a in ATTACKERS]
-        lines.append(f"| {r['point']} | {' | '.join(xs)} | {r['utility']:.3f} ({r['utility_norm']:.2f}) | {eps} |")
-    return "\n".join(lines)
+        rows.append([r["point"], *xs, f"{r['utility']:.3f} ({r['utility_norm']:.2f})", eps])
+    return markdown_table(header, rows)
 
 
 # The seeds' own figures for the suite's rows, where leakbed reproduces the attack in kind (seed 001: PIPA;
@@ -277,10 +279,8 @@ def suite_table(summary: dict) -> str:
         (f"attributes STL / MTL top-1 % (chance): {', '.join(first['attributes']['per_attribute'])}", "attributes", _attributes),
         ("deanonymization STL / MTL top-1 % (chance)", "deanon", _deanon),
     ]
-    lines = ["| attack | " + " | ".join(priors) + " | seed |", "|---|" + "---|" * (len(priors) + 1)]
-    for label, seed, cell in rows:
-        lines.append(f"| {label} | " + " | ".join(cell(priors[p]) for p in priors) + f" | {SUITE_SEED[seed]} |")
-    return "\n".join(lines)
+    cells = [[label, *(cell(priors[p]) for p in priors), SUITE_SEED[seed]] for label, seed, cell in rows]
+    return markdown_table(["attack", *priors, "seed"], cells)
 
 
 def _fx(v: float | None) -> str:
@@ -290,24 +290,24 @@ def _fx(v: float | None) -> str:
 def metadata_table(summaries: list[dict]) -> str:
     """One row per run (and prior): metadata, weights (best attacker), fused; linkage × chance by view, ARI;
     one-example and intersection re-identification; utility."""
-    lines = [
-        "| run | metadata | weights (best) | fused | linkage meta / Δw / both | ARI | 1-example alone / linked "
-        "| intersection alone / linked / perfect | utility |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["run", "metadata", "weights (best)", "fused", "linkage meta / Δw / both", "ARI", "1-example alone / linked",
+              "intersection alone / linked / perfect", "utility"]  # fmt: skip
+    rows = []
     for summary in summaries:
         for r in summary["rows"]:
-            label = r["label"]
             link, one, inter = r["linkage"], r["one_example"], r["intersection"]
-            ari = "—" if r["ari"] is None else f"{r['ari']:.2f}"
-            lines.append(
-                f"| {label} ({r['users']} users, {r['updates']} updates) | {_fx(r['metadata'])} "
-                f"| {_fx(r['weights'])} ({r['best']}) "
-                f"| {_fx(r['fused'])} | {' / '.join(_fx(link[v]) for v in ('meta', 'w', 'both'))} | {ari} "
-                f"| {_fx(one['alone'])} / {_fx(one['linked'])} "
-                f"| {' / '.join(_fx(inter[k]) for k in ('alone', 'linked', 'perfect_linking'))} | {r['utility']:.3f} |"
-            )
-    return "\n".join(lines)
+            rows.append([
+                f"{r['label']} ({r['users']} users, {r['updates']} updates)",
+                _fx(r["metadata"]),
+                f"{_fx(r['weights'])} ({r['best']})",
+                _fx(r["fused"]),
+                " / ".join(_fx(link[v]) for v in ("meta", "w", "both")),
+                "—" if r["ari"] is None else f"{r['ari']:.2f}",
+                f"{_fx(one['alone'])} / {_fx(one['linked'])}",
+                " / ".join(_fx(inter[k]) for k in ("alone", "linked", "perfect_linking")),
+                f"{r['utility']:.3f}",
+            ])  # fmt: skip
+    return markdown_table(header, rows)
 
 
 # The seed's figures for passive property inference (seed 002: single-batch AUC on LFW, Table 7.3; by the batch's
@@ -324,11 +324,9 @@ def _f2(v: float | None) -> str:
 
 def property_table(summaries: list[dict]) -> str:
     """One row per run: ROC AUC with the seed's random forest and with logistic regression (chance 0.5)."""
-    lines = [
-        "| run | observed | AUC: forest / logistic | whole dataset: forest / logistic "
-        "| by property share (0,⅛] / (⅛,¼] / (¼,½] / (½,1]: forest; logistic | seed |",
-        "|---|---|---|---|---|---|",
-    ]
+    header = ["run", "observed", "AUC: forest / logistic", "whole dataset: forest / logistic",
+              "by property share (0,⅛] / (⅛,¼] / (¼,½] / (½,1]: forest; logistic", "seed"]  # fmt: skip
+    rows = []
     for summary in summaries:
         for r in summary["rows"]:
             share = "—"
@@ -341,28 +339,24 @@ def property_table(summaries: list[dict]) -> str:
             else:
                 whole = "—"
                 observed = f"{r['observed']} aggregates, {r['with_property']} with a holder"
-            lines.append(
-                f"| {r['label']}: {r['setting']} | {observed} | {_f2(r['auc'])} / {_f2(r['auc_other'])} | {whole} "
-                f"| {share} | {PROPERTY_SEED[r['kind']]} |"
-            )
-    return "\n".join(lines)
+            rows.append([f"{r['label']}: {r['setting']}", observed, f"{_f2(r['auc'])} / {_f2(r['auc_other'])}", whole, share,
+                         PROPERTY_SEED[r["kind"]]])  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def participant_table(summaries: list[dict]) -> str:
     """One row per run: the adversary's α (1 = honest training, a passive attacker), what it observed, its AUC;
     the run's label first when the summaries have one."""
     labelled = any("label" in s for s in summaries)
-    head = "| α (main-task weight) | rounds observed (with the property) | ROC AUC | mean score with / without | seed |"
-    lines = [("| run " if labelled else "") + head, "|---|---|---|---|---|" + ("---|" if labelled else "")]
+    header = ["α (main-task weight)", "rounds observed (with the property)", "ROC AUC", "mean score with / without", "seed"]
     seed = "AUC rises with the property loss's weight (002 Fig. 7.6a, FaceScrub)"
+    rows = []
     for summary in summaries:
         for r in summary["rows"]:
             scores = f"{_f2(r['mean_score_with'])} / {_f2(r['mean_score_without'])}"
-            run = f"| {summary.get('label', '—')} " if labelled else ""
-            lines.append(
-                f"{run}| {r['alpha']:g} | {r['observations']} ({r['positive_rounds']}) | {_f2(r['auc'])} | {scores} | {seed} |"
-            )
-    return "\n".join(lines)
+            row = [f"{r['alpha']:g}", f"{r['observations']} ({r['positive_rounds']})", _f2(r["auc"]), scores, seed]
+            rows.append([summary.get("label", "—"), *row] if labelled else row)
+    return markdown_table(["run", *header] if labelled else header, rows)
 
 
 def _precision(v: float | None) -> str:
@@ -372,20 +366,16 @@ def _precision(v: float | None) -> str:
 def membership_table(summaries: list[dict]) -> str:
     """One row per run: records per update, the distinct tokens an update reveals out of the vocabulary, precision
     (recall) on a balanced query set; the seed's Table 7.2."""
-    head = (
-        "| run | records per update | updates | tokens per update / vocabulary | precision | recall "
-        "| seed 002 Table 7.2 (Yelp-health) |"
-    )
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    header = ["run", "records per update", "updates", "tokens per update / vocabulary", "precision", "recall",
+              "seed 002 Table 7.2 (Yelp-health)"]  # fmt: skip
     seed = "batch 32 / 64 / 128 / 256 / 512: 0.92 / 0.84 / 0.75 / 0.66 / 0.62"
-    for summary in summaries:
-        for r in summary["rows"]:
-            lines.append(
-                f"| {r['label']} | {r['batch_records']} | {r['updates']} | {r['vocab_per_update']:.0f} / {r['vocab_size']} "
-                f"| {_precision(r['precision'])} "
-                f"| {_precision(r['recall'])} | {seed} |"
-            )
-    return "\n".join(lines)
+    rows = [
+        [r["label"], str(r["batch_records"]), str(r["updates"]), f"{r['vocab_per_update']:.0f} / {r['vocab_size']}",
+         _precision(r["precision"]), _precision(r["recall"]), seed]
+        for summary in summaries
+        for r in summary["rows"]
+    ]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def _pixel(v: float | None) -> str:
@@ -395,19 +385,21 @@ def _pixel(v: float | None) -> str:
 def pixel_sweep_table(summary: dict) -> str:
     """One row per sweep point and pixel attack: images recovered and PSNR beside prior images (the chance level),
     labels, × chance (add-one), utility, ε."""
-    lines = [
-        "| point | attack | utility (÷ undefended) | ε | images recovered % (prior images) | mean PSNR dB (prior images) "
-        "| labels % (chance) | × chance |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["point", "attack", "utility (÷ undefended)", "ε", "images recovered % (prior images)",
+              "mean PSNR dB (prior images)", "labels % (chance)", "× chance"]  # fmt: skip
+    rows = []
     for r in summary["rows"]:
-        eps = "—" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
-        lines.append(
-            f"| {r['point']} | {r['attack']} | {r['utility']:.3f} ({r['utility_norm']:.2f}) | {eps} "
-            f"| {_pixel(r['recovered'])} ({_pixel(r['recovered_chance'])}) | {r['psnr']:.1f} ({r['psnr_chance']:.1f}) "
-            f"| {_pixel(r['label_accuracy'])} ({_pixel(r['label_chance'])}) | {r['x_chance']:.3g} |"
-        )
-    return "\n".join(lines)
+        rows.append([
+            r["point"],
+            r["attack"],
+            f"{r['utility']:.3f} ({r['utility_norm']:.2f})",
+            "—" if r["epsilon"] is None else f"{r['epsilon']:.3g}",
+            f"{_pixel(r['recovered'])} ({_pixel(r['recovered_chance'])})",
+            f"{r['psnr']:.1f} ({r['psnr_chance']:.1f})",
+            f"{_pixel(r['label_accuracy'])} ({_pixel(r['label_chance'])})",
+            f"{r['x_chance']:.3g}",
+        ])  # fmt: skip
+    return markdown_table(header, rows)
 
 
 RENDER: dict[str, Callable[[dict], str]] = {

@@ -191,9 +191,11 @@ def score_with(
     cfg: ExperimentConfig,
     output: str = "",
     params: dict | None = None,
+    outputs: Path | None = None,
 ) -> dict:
-    """The referee's score of attack ``name``'s outputs (filed as ``output``) against ``referee``'s sealed truth
-    (read back now), with the attack's declaration and its parameters as the run resolves them."""
+    """The referee's score of attack ``name``'s outputs (filed as ``output`` in ``outputs``, default: where
+    ``run_hooks`` files them) against ``referee``'s sealed truth (read back now), with the attack's declaration and
+    its parameters as the run resolves them."""
     decl = declare(name)
     ctx = ScoreContext(
         attack=name,
@@ -205,7 +207,7 @@ def score_with(
         cfg=cfg,
         rule="random",
         out=out,
-        outputs_dir=outputs_of(store),
+        outputs_dir=outputs or outputs_of(store),
     )
     return score_one(decl, ctx)
 

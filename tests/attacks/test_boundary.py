@@ -16,10 +16,17 @@ from tests.conftest import REPO, tiny_config
 
 FORBIDDEN_IMPORTS = ("flwr", "server", "client", "ray")
 FORBIDDEN_NAMES = ("truth", "referee", "node_id", "partition", "src_node", "user_id")
+# what a plugin's own scorer gets in the scoring sandbox (workers.scoring): the truth fields it declared, by name;
+# it runs in a sandbox of its own, never in an attack's lane, and no hook of an attack is handed it
+SCORING_SIDE = {"scoring.py"}
 
 
 def _attack_modules():
     return sorted((REPO / "attacks").rglob("*.py"))
+
+
+def _hook_modules():
+    return [p for p in _attack_modules() if p.name not in SCORING_SIDE]
 
 
 def test_attacks_import_neither_flower_nor_the_server():
@@ -38,7 +45,7 @@ def test_attacks_import_neither_flower_nor_the_server():
 
 
 def test_attack_code_never_names_ground_truth():
-    for path in _attack_modules():
+    for path in _hook_modules():
         code = ast.unparse(ast.parse(path.read_text()))  # docstrings stay, comments go
         tree = ast.parse(code)
         idents = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
@@ -47,6 +54,20 @@ def test_attack_code_never_names_ground_truth():
         idents |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs}
         bad = {i for i in idents for word in FORBIDDEN_NAMES if word in i.lower()}
         assert not bad, f"{Path(path).name} uses {bad}"
+
+
+def test_the_scoring_side_holds_no_hook_and_no_store():
+    """The one module exempt above: a scorer's context (its outputs, params, declared truth fields); no attack context,
+    no store, nothing of the attacker's knowledge."""
+    from attacks import scoring
+
+    fields = [f.name for f in dataclasses.fields(scoring.ScoreContext)]
+    assert fields == ["attack", "name", "params", "outputs", "truth", "given", "extra"]
+    tree = ast.parse((REPO / "attacks" / "scoring.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    assert imported <= {"__future__", "dataclasses", "typing", "numpy"}, imported
 
 
 def test_records_carry_no_identity():

@@ -1,12 +1,12 @@
 """No attack module names the referee's files or reaches for the truth through a string: the
 import and name scan of ``test_boundary.py`` extended to every string literal (docstrings aside)
 and to imports inside functions. Exempt: ``attacks/redteam.py`` and ``attacks/breakout.py``, the
-adversary whose probes must fail (``tests/redteam``), and the process plumbing (``pool.py``,
-``sandbox.py``, ``worker_process.py``), which runs on the server's side to build the sandbox, spawn and
-supervise the workers, never inside one. An attack's declarations for the catalog and the referee are exempt:
-``source``, ``threat`` and the parameters' descriptions are text, and ``scorer``
-(``"referee.score_x:score"``) names the referee-side half, whose form the registry checks and which the referee
-alone imports."""
+adversary whose probes must fail (``tests/redteam``), and ``attacks/scoring.py``, what a plugin's own
+scorer gets in the scoring sandbox (the truth fields it declared, by name; no attack's lane is handed
+it). The process plumbing (pool, sandbox) lives in ``workers/`` now, outside this room. An attack's
+declarations for the catalog and the referee are exempt: ``source``, ``threat`` and the parameters'
+descriptions are text, ``scorer`` names a scorer kind of the referee's (or the plugin's own scorer), and
+a ``Scoring(truth=...)`` names the truth fields a plugin's own scorer receives in the scoring sandbox."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import ast
 from referee.seal import KEY_FILE, TRUTH_FILE
 from tests.conftest import REPO
 
-EXEMPT = {"redteam.py", "breakout.py", "pool.py", "sandbox.py", "worker_process.py"}
+EXEMPT = {"redteam.py", "breakout.py", "scoring.py"}
 FORBIDDEN_LITERALS = (TRUTH_FILE, KEY_FILE, "truth", "referee", "config.toml", "user_id", "partition-id", "/proc/")
 FORBIDDEN_MODULES = ("referee", "server", "client", "leakbed", "defenses", "flwr", "ray")
 
@@ -43,6 +43,8 @@ def _declarations(tree: ast.AST) -> set[int]:
                 ids.add(id(node.value))
         if isinstance(node, ast.keyword) and node.arg == "description":  # a parameter's documented meaning
             ids |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Scoring":  # a plugin scorer's truth fields
+            ids |= {id(c) for k in node.keywords if k.arg == "truth" for c in ast.walk(k.value) if isinstance(c, ast.Constant)}
     return ids
 
 

@@ -1,5 +1,6 @@
 """The reconstruction attacks (seed 004 Table 1: feature-inference, DLG, Inverting Gradients) through
-the attack pool on a small store of real device updates, scored by the referee against sealed truth:
+the attack pool (each in its sandboxed lane) on a small store of real device updates, scored by the referee
+(kind ``reconstruction``) against sealed truth:
 near-perfect at one sample and one step (FedSGD), and degrading with batch size and local steps."""
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from core.records import AnonymousUpdate, RoundSnapshot
 from core.store import UpdateStore
 from core.training import TrainConfig, local_update, state_arrays
 from core.updates import delta_vector
+from leakbed.preflight import declarations, resolve
 from referee.seal import Sealer
 from referee.truth import Referee
 from tests.attacks.reid_store import score_with
 from workers import AttackPool
+from workers.sandbox import limits_for
 
 BASE = [
     "data.synthetic.users=6",
@@ -50,7 +53,10 @@ def _config(suite: list[str], *extra: str) -> ExperimentConfig:
 
 def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: int = 3) -> tuple[UpdateStore, Referee]:
     """One round of real device updates (the config's η, steps and batch) filed through the pool, the
-    attacks fitted; the truth sealed as the shuffler seals it. Returns the store and its referee."""
+    attacks fitted, each in its lane, their outputs filed in ``tmp_path / "outputs"``; the truth sealed as the
+    shuffler seals it. Returns the store and its referee."""
+    decls = declarations(cfg)
+    cfg = resolve(cfg, decls)  # the attacks' parameters checked against their declared schemas, defaults filled in
     fed = federation(cfg, "random")
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, fed.corpus)
@@ -72,7 +78,19 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
         sealer.seal(uid, fed.user_ids[pid], 1, batch_truth(data, tcfg, seed, records=True))
         full = {k: (glob[k] - after[k]).astype(np.float32) for k in glob}
         updates.append(AnonymousUpdate(uid, 1, delta_vector(glob, after, keys), len(data), full))
-    pool = AttackPool(knowledge, str(tmp_path / "store"), workers=1, queue_size=8, submit_timeout=30, run_id="random")
+    pool = AttackPool(
+        knowledge,
+        str(tmp_path / "store"),
+        declarations=decls,
+        params={n: cfg.attack.params[n] for n in names},
+        outputs=tmp_path / "outputs",
+        count=1,
+        queue_size=8,
+        submit_timeout=30,
+        run_id="random",
+        sandbox=limits_for(cfg.workers)[0],
+        log_dir=tmp_path / "logs",
+    )
     try:
         pool.submit_round(RoundSnapshot(1, glob, {**tcfg.to_config(), "participants": users}))
         pool.submit_updates(updates)
@@ -87,7 +105,7 @@ def attack_store(tmp_path, cfg: ExperimentConfig, names: list[str], *, users: in
 def _score(name: str, tmp_path, store: UpdateStore, referee: Referee, cfg: ExperimentConfig) -> dict:
     out = tmp_path / "random"
     out.mkdir(exist_ok=True)
-    return score_with(store, referee, name, out, cfg)
+    return score_with(store, referee, name, out, cfg, outputs=tmp_path / "outputs")
 
 
 def test_local_setting_counts_steps_and_distinct_examples():

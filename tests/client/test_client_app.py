@@ -59,8 +59,13 @@ def test_unknown_partition_is_an_error():
 def test_the_round_config_carries_the_training_keys_and_the_device_plan_only():
     """A device gets its train config, its defenses with their params and adopters, the truth it must seal: no
     experiment, no attack, no telemetry."""
+    from core.declaration import needs_of
+    from leakbed.preflight import declarations
+
     cfg = tiny_config('defenses=[{name="noise", variance=0.1, users=["user1"]}]', "attack.suite=['knn', 'membership']")
-    conf = train_config(cfg, device_plan(cfg, "chrono", federation(cfg, "chrono").user_ids))
+    records = needs_of(declarations(cfg), cfg.attack.suite, "records")  # membership scores per sample: it declares so
+    assert not device_plan(cfg, "chrono", federation(cfg, "chrono").user_ids).records  # none declared: no records
+    conf = train_config(cfg, device_plan(cfg, "chrono", federation(cfg, "chrono").user_ids, records))
     assert isinstance(conf, ConfigRecord) and set(conf) == {*TrainConfig.KEYS, PLAN_KEY}
     assert TrainConfig.from_config(conf) == TrainConfig.of(cfg.fl)
     plan = json.loads(str(conf[PLAN_KEY]))

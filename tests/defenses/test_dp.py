@@ -137,6 +137,9 @@ def test_only_dp_fedavg_has_a_server_half():
 def test_dp_needs_a_float_only_model_and_no_secure_aggregation():
     with pytest.raises(ValueError, match="integer buffers"):
         preflight(tiny_config('defenses=[{name="local-dp"}]', "model.name=resnet18"))
+    # under SecAgg+ only the attacks that read aggregates run (an update-level one is refused before the defenses)
+    secagg = ("fl.secure_aggregation='secagg+'", "attack.suite=['aggregate-property']", "data.synthetic.property_rate=0.5")
     with pytest.raises(ValueError, match="SecAgg\\+ workflow does not take"):
-        preflight(tiny_config('defenses=[{name="dp-fedavg"}]', "fl.secure_aggregation='secagg+'"))
+        preflight(tiny_config('defenses=[{name="dp-fedavg"}]', *secagg))
+    preflight(tiny_config('defenses=[{name="local-dp"}]', *secagg))
     preflight(tiny_config('defenses=[{name="local-dp"}]'))

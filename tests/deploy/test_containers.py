@@ -181,18 +181,27 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     """The break-out probes of ``attacks.breakout``, run inside a live attack-worker container with the
     container's own user and limits: no service of the stack answers (by name, on its port), no host port,
     nothing off the machine, no capability, no mount, no user namespace, no /proc/sys, no truth. The same
-    probes on the host find ways out (``tests/redteam/test_breakout.py``)."""
+    probes on the host find ways out (``tests/redteam/test_breakout.py``). It needs a run's truth to look for: when the
+    stack holds none yet, it submits a small run of its own first (``pytest -m redteam`` runs it alone). The store is
+    read-only to a worker: its one writable folder is its /tmp, and the store is among the folders it must not write."""
     services = ["superlink:9093", f"serverapp:{compose.SERVER_METRICS_PORT}", "prometheus:9090", "attack-worker-1:9500"]
     services += [f"supernode-{i}:{compose.RUNTIME_PORT + i}" for i in range(SUPERNODES)]
-    argv = ["python3", "-m", "attacks.breakout", "--store", "/attack-store", "--scratch", "/tmp", "--all-ports"]
+    argv = ["python3", "-m", "attacks.breakout", "--store", "/tmp", "--outside", "/attack-store", "--scratch", "/tmp"]
+    argv += ["--all-ports"]
     argv += [a for svc in services for a in ("--service", svc)]
     argv += [a for addr in host_addresses() for a in ("--host-address", addr)]
     argv += [a for name in abstract_unix_sockets() for a in ("--abstract", name)]
     argv += [a for port in listening_tcp_ports() for a in ("--port", str(port))]
-    # the truth and run folders as they lie in the ServerApp's container (the run above made them), the other worker's socket
-    found = exec_in(engine, plain, "serverapp", "find", "/referee", "/data", "-name", "*.jsonl", "-o", "-name", "*.toml")
-    secrets = found.split()
-    assert any(p.endswith("truth.jsonl") for p in secrets), secrets
+    # the truth and run folders as they lie in the ServerApp's container (a run made them), the other worker's socket
+    def run_files() -> list[str]:
+        found = exec_in(engine, plain, "serverapp", "find", "/referee", "/data", "-name", "*.jsonl", "-o", "-name", "*.toml")
+        return found.split()
+
+    secrets, made = run_files(), ""
+    if not any(p.endswith("truth.jsonl") for p in secrets):  # no run in this stack yet: make one
+        made = submit(engine, plain, "redteam-breakout")[1][-3000:] + logs(engine, plain)
+        secrets = run_files()
+    assert any(p.endswith("truth.jsonl") for p in secrets), f"no truth to look for: {secrets}\n{made}"
     argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]
     out = exec_in(engine, plain, "attack-worker-0", *argv)
     found = json.loads(out)

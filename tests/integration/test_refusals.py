@@ -13,8 +13,11 @@ from leakbed.cli import main
 TINY = ["data.synthetic.users=4", "data.synthetic.examples_per_user=40", "fl.rounds=1", 'split.priors=["random"]']
 CASES = [
     ('defenses=[{name="vocab", tokens=100}]', "defenses.0: vocab needs token data (text); corpus synthetic has none"),
-    ('attack.suite=["knn", "nope"]', "attack.suite: unknown attack 'nope'; known: "),
-    ("attack.params.knn.k=0", "attack.params.knn.k: Input should be greater than or equal to 1"),
+    ('attack.suite=["knn", "nope"]', "attack.suite: unknown attack 'nope' (known: "),
+    ('attack.suite=["knn", "knm"]', "attack.suite: unknown attack 'knm'; did you mean 'knn'?"),
+    ("attack.params.knn.k=0", "attack.params.knn.k: 0 is less than the minimum of 1"),
+    ("attack.params.knn.kk=3", "attack.params.knn.kk: unknown parameter of 'knn'; did you mean 'k'?"),
+    ('fl.secure_aggregation="secagg+"', "attack.suite: 'mlp' needs individual updates, but fl.secure_aggregation = 'secagg+'"),
     ('defenses=[{name="noise", strength=1}]', "defenses.0 (noise).strength: Extra inputs are not permitted"),
     ('attack.suite=["membership"]', "attack.suite: 'membership' needs text data; data.source 'synthetic' (synthetic) is image"),
     ('data.source="leaf" data.path="/no/such/folder"', "/no/such/folder"),

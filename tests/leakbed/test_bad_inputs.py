@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import leakbed.cli as cli
+from leakbed.commands import experiment
 from core.config import build_config, dump_config
 from core.data import federation
 from core.models import build_model
@@ -32,7 +33,7 @@ def _tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("bad input got through: a run started")
 
-    monkeypatch.setattr(cli, "run_experiment", started)
+    monkeypatch.setattr(experiment, "run_experiment", started)
 
 
 def refused(capsys: pytest.CaptureFixture[str], out: Path, *sets: str, command: str = "run") -> str:
@@ -130,7 +131,9 @@ def test_membership_on_image_data(tmp_path, capsys):
 
 def test_unknown_suite_attack(tmp_path, capsys):
     msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['nope']")
-    assert msg.startswith("attack.suite: unknown attack 'nope'; known: ") and "cross-modal" in msg
+    assert msg.startswith("attack.suite: unknown attack 'nope' (known: ") and "cross-modal" in msg
+    close = refused(capsys, tmp_path / "out2", *TINY, "attack.suite=['knm']")  # the closest published name
+    assert close.startswith("attack.suite: unknown attack 'knm'; did you mean 'knn'? (known: ")
 
 
 # --- chrono needs timestamps -------------------------------------------------------------------
@@ -306,8 +309,17 @@ def test_report_labels_a_row_order_chrono_prior(tmp_path, capsys):
 # --- defenses the run's loop cannot apply ---------------------------------------------------------
 
 
+def test_update_level_attack_under_secagg(tmp_path, capsys):
+    msg = refused(capsys, tmp_path / "out", *TINY, "fl.secure_aggregation='secagg+'", "attack.suite=['knn']")
+    assert msg == (
+        "attack.suite: 'knn' needs individual updates, but fl.secure_aggregation = 'secagg+' shows the server only "
+        "aggregates (keep the attacks that read aggregates, e.g. 'aggregate-property')"
+    )
+
+
 def test_dp_fedavg_under_secagg(tmp_path, capsys):
-    msg = refused(capsys, tmp_path / "out", *TINY, "fl.secure_aggregation='secagg+'", 'defenses=[{name="dp-fedavg"}]')
+    msg = refused(capsys, tmp_path / "out", *TINY, "fl.secure_aggregation='secagg+'", 'defenses=[{name="dp-fedavg"}]',
+                  "attack.suite=['aggregate-property']", "data.synthetic.property_rate=0.5")  # fmt: skip
     assert msg == (
         "defenses.0: dp-fedavg needs Flower's server-side DP wrapper, which the legacy SecAgg+ workflow does not take; "
         "with fl.secure_aggregation = 'secagg+' use local-dp"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import leakbed.cli as cli
+from leakbed.commands import experiment
 from core.config import ConfigError, build_config
 from core.processes import free_port
 from leakbed.cluster import ray_head_problem
@@ -29,7 +30,7 @@ def _tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("a bad Ray address got through: a run started")
 
-    monkeypatch.setattr(cli, "run_experiment", started)
+    monkeypatch.setattr(experiment, "run_experiment", started)
 
 
 @pytest.mark.parametrize("address", ["head", "ray://head:10001", "head:port", "10.0.0.1:6379 x"])

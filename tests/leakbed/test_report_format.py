@@ -205,12 +205,12 @@ def test_other_attack_rows() -> None:
 
 
 def test_the_console_prints_the_other_attacks_and_where_they_are(written: tuple[Path, str], capsys, monkeypatch) -> None:
-    from leakbed import cli
+    from leakbed.commands import experiment
 
     monkeypatch.setenv("COLUMNS", "250")  # rich wraps cells at a narrower console
 
     run, _ = written
-    cli._print_table(run)
+    experiment.print_tables(run)
     out = capsys.readouterr().out
     assert "Re-identification (closed world)" in out and "50.0 (2×)*" in out
     assert "* returned no row for some of the updates it was given: MLP (random)" in " ".join(out.split())
@@ -223,21 +223,21 @@ def test_the_console_prints_the_other_attacks_and_where_they_are(written: tuple[
 
 
 def test_the_console_prints_no_other_attacks_table_without_any(tmp_path: Path, capsys) -> None:
-    from leakbed import cli
+    from leakbed.commands import experiment
 
     run = run_folder(tmp_path / "run", random=summary("random", reid()))
-    cli._print_table(run)
+    experiment.print_tables(run)
     out = capsys.readouterr().out
     assert "Re-identification (closed world)" in out and "MLP" in out
     assert "Other attacks" not in out and "metrics: " not in out
 
 
 def test_the_console_prints_an_attacks_words_as_plain_text(tmp_path: Path, capsys, monkeypatch) -> None:
-    from leakbed import cli
+    from leakbed.commands import experiment
 
     monkeypatch.setenv("COLUMNS", "250")
     failed = {"scorer_failed": "scorer failed: attack 'broken' said: \"[bold]no[/bold]\""}
     run = run_folder(tmp_path / "run", random=summary("random", reid(), {"broken": failed}))
-    cli._print_table(run)
+    experiment.print_tables(run)
     out = capsys.readouterr().out
     assert f"no score: scorer failed; attack 'broken' said, {OWN_WORDS}: “[bold]no[/bold]”" in out  # no rich markup

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from leakbed.simulate import toml_string
+from leakbed.flower import toml_string
 
 
 def test_each_value_takes_the_quote_it_does_not_hold() -> None:

@@ -95,11 +95,13 @@ def test_a_dead_socket_does_not_answer(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["up", "--base", "nope"], "--base nope: must be auto, official or local"),
-        (["up", "--engine", "lxc"], "engine 'lxc': must be auto, docker or podman"),
-        (["down", "--supernodes", "0"], "--supernodes 0: must be 1..1000"),
-        (["up", "--ports", "9093,9090"], "--ports 9093,9090: must be three port numbers, SUPERLINK,PROMETHEUS,GRAFANA"),
-        (["up", "--ports", "9093,0,3000"], "--ports 9093,0,3000: must be three port numbers, SUPERLINK,PROMETHEUS,GRAFANA"),
+        (["up", "--base", "nope"], "--base must be auto, official or local, got 'nope'"),
+        (["up", "--engine", "lxc"], "--engine must be auto, docker or podman, got 'lxc'"),
+        (["down", "--supernodes", "0"], "--supernodes must be 1..1000, got 0"),
+        (["build", "--workers", "65"], "--workers must be 1..64, got 65"),
+        (["up", "--ports", "9093,9090"], "--ports: '9093,9090' is not three port numbers (SUPERLINK,PROMETHEUS,GRAFANA)"),
+        (["up", "--ports", "9093,0,3000"], "--ports: '9093,0,3000' is not three port numbers (SUPERLINK,PROMETHEUS,GRAFANA)"),
+        (["start"], "ACTION must be render, build, up or down, got 'start'"),
     ],
 )
 def test_bad_stack_options_are_one_line_errors(args: list[str], message: str) -> None:
@@ -109,7 +111,7 @@ def test_bad_stack_options_are_one_line_errors(args: list[str], message: str) ->
 
 
 def test_ports_name_the_stacks_published_ports() -> None:
-    from leakbed.compose_cli import ports
+    from leakbed.commands.compose import Ports
 
-    s = stack.Stack("p", 3, 2, False, **ports("19093,19090,13000"))
+    s = stack.Stack("p", 3, 2, False, **Ports().convert("19093,19090,13000", None, None))
     assert s.env() == {"LEAKBED_SUPERLINK_PORT": "19093", "LEAKBED_PROMETHEUS_PORT": "19090", "LEAKBED_GRAFANA_PORT": "13000"}

@@ -139,5 +139,5 @@ def test_a_real_run_attacks_fedavg_updates_in_the_sandbox_and_the_referee_scores
     assert m["updates"] == 1 and m["samples_mean"] == 10 and m["local_steps"] == 10, m
     assert m["recovered"] >= m["recovered_chance"] + 0.3 and m["psnr"] > m["psnr_chance"] + 2.0, m
     assert m["label_accuracy"] >= 0.9 > m["label_chance"], m
-    assert m["seconds_per_update"] > 0 and m["paper"]["recovered"] == 0.45
+    assert m["seconds_per_update"] > 0 and m["reference"]["recovered"] == 0.45  # its declared Scoring.reference
     assert "Dimitrov et al. 2022" in (out / "report.md").read_text()

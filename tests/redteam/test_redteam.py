@@ -1,10 +1,12 @@
 """The red team: an adversarial attack (``attacks/redteam.py``) tries every path we know to an
-update's owner. Against the old layout (kept here as a fixture) each path works; run by a real,
-sandboxed attack worker during a real run, every path gives nothing beyond chance and every
-break-out probe it runs from inside (every TCP port, capabilities...) holds. A run with the sandbox
-switched off shows that the layout alone would not stop a file-system walk, nor the probes.
+update's owner. Against the old layout (kept here as a fixture) each path works; run in its own
+sandboxed lane during a real run, every path gives nothing beyond chance and every break-out probe
+it runs from inside (every TCP port, capabilities...) holds. A run with the sandbox switched off
+shows that the layout alone would not stop a file-system walk, nor the probes. The routes through
+leakbed's interfaces (import-time code, scorers, links, bombs, floods, hangs, omission...) are
+tried by a hostile plugin package in ``test_interfaces.py``.
 
-``pytest -m redteam`` runs this suite alone.
+``pytest -m redteam`` runs the red team alone.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _old_layout(tmp: Path, seed: int = 7, rounds: int = 2) -> tuple[UpdateStore,
             (store.root / "per-update").mkdir(exist_ok=True)
             (store.root / "per-update" / f"{i}-{u}.npy").write_bytes(b"")
     (run / "random" / "referee" / "truth.jsonl").write_text("\n".join(json.dumps(t) for t in truth) + "\n")
-    knowledge = AttackerKnowledge(fed.prior(), replace(fed.corpus, users={}), cfg.model, cfg.attack, ["w"], seed=seed)
+    knowledge = AttackerKnowledge(fed.prior(), replace(fed.corpus, users={}), cfg.model, ["w"], seed=seed)
     knowledge.save(store.root)
     return store, knowledge, {t["update_id"]: t for t in truth}, run
 

@@ -139,4 +139,4 @@ def test_studies_re_attack_in_sandboxed_workers_never_beside_the_truth(tmp_path,
     for anon in stores.glob("*/anon/*.npz"):
         with np.load(anon) as z:
             assert not owners & {str(i) for i in z["ids"]}  # opaque ids: the owners stayed in this process
-    assert any((run / "studies" / "train-size-random" / "worker-logs").iterdir())
+    assert any((run / "studies" / "train-size-random" / "logs").iterdir())  # one log per lane (workers.pool)

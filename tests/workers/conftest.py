@@ -13,11 +13,16 @@ from tests.workers import kit
 
 
 @pytest.fixture(scope="session")
-def decls(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Declaration]:
+def decls_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The declarations' cache folder of this run (xdist: the run's root, shared by its workers)."""
     base = tmp_path_factory.getbasetemp()
-    root = base.parent if worker_id != "master" else base  # xdist: the run's root, shared by its workers
-    cache = Path(root) / "workers-declarations"
+    cache = (base.parent if worker_id != "master" else base) / "workers-declarations"
     cache.mkdir(exist_ok=True)
-    with open(cache / ".lock", "w") as lock:  # one worker introspects; the others then read its cache
+    return cache
+
+
+@pytest.fixture(scope="session")
+def decls(decls_cache: Path) -> dict[str, Declaration]:
+    with open(decls_cache / ".lock", "w") as lock:  # one worker introspects; the others then read its cache
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return kit.introspect(cache)
+        return kit.introspect(decls_cache)

@@ -1,6 +1,6 @@
 """What the tests of ``workers/`` share: a tiny attacker's knowledge from a tiny federation, anonymous updates of
-its shape, the built-in attacks' declarations (introspected once per test process, in a sandbox), a prior's
-store filled the way the pool fills it, and ways to find and kill a lane's sandboxed process."""
+its shape, the built-in attacks' declarations (introspected in a sandbox; ``conftest.decls`` does it once per run),
+a prior's store filled the way the pool fills it, and ways to kill a lane's process mid-task and see it gone."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.processes import alive, descendants
 from core.declaration import Declaration, check_params
 from core.knowledge import AttackerKnowledge
+from core.processes import alive
 from core.records import AnonymousUpdate, RoundSnapshot
 from core.store import UpdateStore
 
@@ -81,7 +81,7 @@ def params(decls: dict[str, Declaration], *names: str, **overrides: dict) -> dic
 
 def fill_store(root: Path, rounds: int = 2, per_round: int = 3, seed: int = 0, shadow: bool = True) -> Path:
     """A prior's inputs as the pool writes them: the knowledge, each round's global model and config, the
-    anonymous updates and (``shadow``) labelled shadow updates near each user's own direction."""
+    anonymous updates and (``shadow``) one random shadow update per known user and round."""
     k, arrays, _ = knowledge()
     store = UpdateStore(root)
     k.save(root)
@@ -99,21 +99,6 @@ def fill_store(root: Path, rounds: int = 2, per_round: int = 3, seed: int = 0, s
     for path in [root, *root.rglob("*")]:  # readable by the sandbox user, as the pool's umask leaves it
         path.chmod(0o755 if path.is_dir() else 0o644)
     return root
-
-
-def lane_python(pid: int, timeout: float = 60.0) -> int:
-    """The lane's own Python process under its spawner ``pid`` (bwrap, or the process itself unsandboxed)."""
-    until = time.monotonic() + timeout
-    while time.monotonic() < until:
-        for p in [pid, *descendants(pid)]:
-            try:
-                if b"workers.inside.lane" in Path(f"/proc/{p}/cmdline").read_bytes() and \
-                        Path(f"/proc/{p}/comm").read_text().startswith("python"):
-                    return p
-            except OSError:
-                continue
-        time.sleep(0.02)
-    raise AssertionError(f"no lane process under {pid}")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,7 @@ def read(path):
 status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
 procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 secret = sys.stdin.readline().strip()  # not in argv: the checks below look at argv
+probe = sys.stdin.readline().strip() == "probe-writes"  # only in the sandbox: outside, the writes would land
 out = {
     "leakbed": listing("/leakbed"),
     "inputs": listing("/leakbed/inputs"),
@@ -62,13 +64,16 @@ out = {
     "groups": os.getgroups(),
     "referee": importlib.util.find_spec("referee") is not None,
     "attacks": importlib.util.find_spec("attacks") is not None,
-    "write_inputs": write("/leakbed/inputs/new"),
-    "overwrite_input": write("/leakbed/inputs/prior.txt"),
-    "write_out": write("/leakbed/out/made"),
-    "write_root": write("/made"),
-    "write_code": write(os.path.join(os.path.dirname(importlib.util.find_spec("workers").origin), "made")),
-    "write_tmp": write("/tmp/made"),
 }
+if probe:
+    out |= {
+        "write_inputs": write("/leakbed/inputs/new"),
+        "overwrite_input": write("/leakbed/inputs/prior.txt"),
+        "write_out": write("/leakbed/out/made"),
+        "write_root": write("/made"),
+        "write_code": write(os.path.join(os.path.dirname(importlib.util.find_spec("workers").origin), "made")),
+        "write_tmp": write("/tmp/made"),
+    }
 print(json.dumps(out))
 """
 
@@ -102,7 +107,8 @@ def test_available_here():
 @pytest.fixture
 def seen(run_dir: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setenv("LEAKBED_SECRET_SEED", "7")
-    done = _run([sys.executable, "-c", LOOK], mounts=[Mount(run_dir["store"], INPUTS)], stdin=str(run_dir["secret"]))
+    done = _run([sys.executable, "-c", LOOK], mounts=[Mount(run_dir["store"], INPUTS)],
+                stdin=f"{run_dir['secret']}\nprobe-writes\n")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -138,7 +144,8 @@ def test_the_mount_table_names_no_host_path_of_the_run(run_dir):
 
 def test_it_is_an_unprivileged_user_without_capabilities_under_a_syscall_filter(seen: dict):
     uid = sandbox.SANDBOX_UID if ROOT else os.getuid()
-    assert seen["status"]["Uid"].split() == [str(uid)] * 4 and seen["status"]["Gid"].split()[0] == str(uid if ROOT else os.getgid())
+    gid = uid if ROOT else os.getgid()
+    assert seen["status"]["Uid"].split() == [str(uid)] * 4 and seen["status"]["Gid"].split() == [str(gid)] * 4
     for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(seen["status"][cap], 16) == 0, (cap, seen["status"])
     assert seen["status"]["NoNewPrivs"] == "1" and seen["status"]["Seccomp"] == "2"  # 2: a filter
@@ -153,12 +160,12 @@ def test_without_the_sandbox_the_same_look_finds_the_run(run_dir):
     """The control, so the checks above can fail: unsandboxed, the same program sees the referee's truth, its parents'
     folders and the secret in its environment."""
     env = {**os.environ, "LEAKBED_SECRET_SEED": "7", "PYTHONPATH": str(sandbox.code_root())}
-    done = subprocess.run([sys.executable, "-c", LOOK], input=str(run_dir["secret"]), cwd=run_dir["store"], env=env,
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run([sys.executable, "-c", LOOK], input=f"{run_dir['secret']}\nlook only\n", cwd=run_dir["store"],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
     seen = json.loads(done.stdout)
     assert seen["secret_exists"] is True and seen["secret_parent"] == ["truth.jsonl"]
     assert "LEAKBED_SECRET_SEED" in seen["env"] and seen["referee"] is True and str(run_dir["run"]) in seen["cwd"]
-    assert len(seen["procs"]) > 1 and seen["pid"] != 1
+    assert len(seen["procs"]) > 1 and seen["pid"] != 1 and "write_root" not in seen  # it looked, wrote nothing
 
 
 @pytest.mark.skipif(not ROOT, reason="the host-side uid of the privileged mode")
@@ -206,7 +213,7 @@ def test_its_output_folder_is_under_a_quota(tmp_path):
     [
         (Limits(memory_mb=512), "x = bytearray(1 << 30)", "MemoryError"),
         (Limits(processes=64),
-         "import threading, time\nts = [threading.Thread(target=time.sleep, args=(5,)) for _ in range(200)]\n"
+         "import threading, time\nts = [threading.Thread(target=time.sleep, args=(1,)) for _ in range(200)]\n"
          "[t.start() for t in ts]", "can't start new thread"),
         (Limits(file_size_mb=1), "open('/leakbed/out/big', 'wb').write(b'x' * (2 << 20))", "File too large"),
         (Limits(tmp_mb=16), "open('/tmp/big', 'wb').write(b'x' * (32 << 20))", "No space left on device"),
@@ -230,6 +237,9 @@ def test_within_its_limits_the_same_work_succeeds():
     assert done.returncode == 0, done.stderr[-500:]
 
 
+@pytest.mark.xfail(ROOT, strict=True, reason="known gap: as root, bwrap's process keeps no capability and the command runs "
+                   "as uid 65534, so the kernel refuses the parent-death signal of --die-with-parent: a spawner that dies "
+                   "without ending its sandboxes (workers.sandbox.end) leaves their commands running")
 def test_it_dies_with_its_spawner():
     spawner = (
         "import sys, time\n"
@@ -250,10 +260,35 @@ def test_it_dies_with_its_spawner():
     finally:
         parent.kill()
         parent.wait(timeout=10)
-    until = time.monotonic() + 10
+    until = time.monotonic() + 3
     while any(alive(p) for p in [bwrap, *inner]) and time.monotonic() < until:
         time.sleep(0.05)
-    assert not any(alive(p) for p in [bwrap, *inner]), "the sandbox outlived its spawner"
+    left = [p for p in [bwrap, *inner] if alive(p)]
+    for pid in left:  # the test's own leftovers
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the sandbox outlived its spawner"
+
+
+def test_end_kills_everything_in_the_sandbox_at_once():
+    """``end`` (what a lane's kill, a deadline and the scoring and check sandboxes use): the sandbox's command, its
+    children and bwrap are gone within seconds, though bwrap's own death would not reach them."""
+    code = ("import subprocess, sys, time\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']) for _ in range(2)]\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(300)\n")
+    proc = Sandbox(Limits()).popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"ready\n"
+    inside = descendants(proc.pid)
+    assert len(inside) == 3  # its pid 1 and two children
+    t0 = time.monotonic()
+    sandbox.end(proc)
+    until = time.monotonic() + 5
+    while any(alive(p) for p in inside) and time.monotonic() < until:
+        time.sleep(0.02)
+    took = time.monotonic() - t0
+    assert proc.returncode is not None and not any(alive(p) for p in inside), inside
+    assert took < 5, took
+    sandbox.end(proc)  # ending an ended sandbox is nothing
 
 
 def test_a_mount_outside_leakbed_or_onto_its_output_is_refused(tmp_path):
@@ -276,6 +311,7 @@ def test_limits_for_follows_the_workers_setting(monkeypatch):
 
 def test_sandbox_run_passes_exit_code_and_output_through(tmp_path, capfd):
     (tmp_path / "prior.txt").write_text("prior")
+    tmp_path.chmod(0o755)  # the sandbox user reads it, as it reads a store the pool wrote
     code = ("import os, sys; print('out', os.getuid(), os.getpid(), os.getcwd(), sorted(os.listdir('/leakbed/inputs')));"
             " print('err', file=sys.stderr); open('made', 'w').write('x'); sys.exit(7)")
     assert leakbed_main(["sandbox-run", "--store", str(tmp_path), "--", sys.executable, "-c", code]) == 7

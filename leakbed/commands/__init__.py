@@ -1,0 +1,1 @@
+"""The commands of ``leakbed``, one module per family; ``leakbed.cli`` assembles them into the Typer app."""

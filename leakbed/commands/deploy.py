@@ -1,0 +1,45 @@
+"""``leakbed deploy-local``: the deployment topology as local processes (``leakbed.deploy_local``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from core.config import ConfigError, load_config
+from leakbed import console
+from leakbed.commands import experiment
+from leakbed.commands.options import Config, Out, Sets, Workers
+
+
+def deploy_local(
+    config: Config = None,
+    set_: Sets = None,
+    out: Out = None,
+    supernodes: Annotated[int, typer.Option(min=0, help="SuperNodes, one per user: must equal the federation's users; "
+                                            "0: that many [count]")] = 0,
+    workers: Workers = 2,
+    metrics_port: Annotated[int, typer.Option(min=0, max=65535, help="the ServerApp's /metrics port; 0: a free one "
+                                              "[port]")] = 0,
+    hold: Annotated[float, typer.Option(min=0, max=86_400, help="keep /metrics up this long after each run [s]")] = 5.0,
+) -> int:  # fmt: skip
+    from core.data import DataError, federation
+    from leakbed.deploy_local import DeployError, deploy_local
+
+    try:
+        cfg = load_config(config, set_ or [])
+        folder = experiment.out_dir(cfg, out)
+        cfg = experiment.preflight(cfg)
+        users = len(federation(cfg, cfg.split.priors[0]).user_ids)
+        n = supernodes or users
+        if n != users:
+            raise ConfigError(f"--supernodes {n}: the federation has {users} users and each SuperNode is one user")
+    except (ConfigError, DataError, ValueError) as err:
+        return console.fail(str(err))
+    try:
+        deploy_local(cfg, folder, supernodes=n, workers=workers, metrics_port=metrics_port, hold_seconds=hold)
+    except DeployError as err:
+        print(f"leakbed: deploy-local failed: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,67 @@
+"""What the commands that run experiments share: the preflight, the output folder, running every prior of a config
+in the simulation, and the tables printed after a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.config import ConfigError, ExperimentConfig, dump_config
+from core.paths import default_run_dir
+from leakbed import console
+
+
+def preflight(cfg: ExperimentConfig) -> ExperimentConfig:
+    """The config with its plugins resolved, once every prior's federation loads and everything the config names
+    can run on it (``leakbed.preflight``): bad input fails before anything starts."""
+    from leakbed.preflight import preflight as check
+
+    return check(cfg)
+
+
+def ray_set(address: str | None) -> list[str]:
+    """``--ray-address HOST:PORT`` as the last override (``simulation.ray_address``)."""
+    return [] if address is None else [f"simulation.ray_address={address}"]
+
+
+def out_dir(cfg: ExperimentConfig, out: str | None) -> Path:
+    """``--out`` (or a new folder under ``$LEAKBED_HOME/runs``); ConfigError when it exists and holds anything."""
+    path = Path(out) if out else default_run_dir(cfg.name)
+    if path.exists() and any(path.iterdir()):
+        raise ConfigError(f"--out {path}: folder exists and is not empty; refusing to overwrite it")
+    return path
+
+
+def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", link=None) -> Path:  # noqa: ANN001
+    """Every prior of ``cfg`` (preflighted) on the simulation SuperLink ``link`` (or one of its own), then the
+    report; returns its path. The ServerApp holds /metrics ``telemetry.hold_seconds`` after each prior."""
+    from contextlib import nullcontext
+
+    from leakbed.report import write_report
+    from leakbed.simulate import simulate, simulation_link
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(dump_config(cfg))
+    with nullcontext(link) if link is not None else simulation_link(cfg, run_dir / "logs") as link:
+        for rule in cfg.split.priors:
+            title = f"{label}{rule} prior: FL rounds"
+            task = bar.add_task(title, total=cfg.fl.rounds)
+
+            def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title) -> None:
+                if rnd:
+                    bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
+
+            simulate(cfg, rule, run_dir, progress, link)
+    return write_report(run_dir)
+
+
+def print_tables(run_dir: Path) -> None:
+    """The closed-world table; beside it the suite's other attacks (plugins included), and where each is written."""
+    from leakbed.report import load_runs, other_attack_rows, table_footnote, table_rows, written_line
+
+    runs = load_runs(run_dir)
+    title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
+    console.print_table(title, *table_rows(runs), caption=table_footnote(runs))
+    header, rows = other_attack_rows(runs)
+    if rows:
+        console.print_table("Other attacks (scored by the referee; details in the report)", header, rows)
+        console.print_plain(written_line(run_dir, runs))

@@ -1,0 +1,70 @@
+"""``leakbed run``, ``validate``, ``feature-inference`` and ``report``: one experiment in the Ray simulation, its
+config checked and frozen, and its report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from core.config import ConfigError, dump_config, load_config
+from leakbed import console
+from leakbed.commands import experiment
+from leakbed.commands.options import Config, Out, RayAddress, RunDir, Sets
+
+RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gradients"]'
+
+
+def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: RayAddress = None) -> int:
+    from core.data import DataError
+
+    try:
+        cfg = load_config(config, [*(set_ or []), *experiment.ray_set(ray_address)])
+        run_dir = experiment.out_dir(cfg, out)
+        cfg = experiment.preflight(cfg)
+    except (ConfigError, DataError, ValueError) as err:
+        return console.fail(str(err))
+    from leakbed.simulate import SimulationFailed
+
+    try:
+        with console.progress() as bar:
+            report = experiment.run_experiment(cfg, run_dir, bar)
+    except SimulationFailed as err:  # e.g. Ray never started, or no device answered within fl.startup_timeout
+        print(f"leakbed: run failed: {err}", file=sys.stderr)
+        return 1
+    experiment.print_tables(run_dir)
+    print(f"report: {report}")
+    return 0
+
+
+def feature_inference(config: Config = None, set_: Sets = None, out: Out = None) -> int:
+    """A preset of ``leakbed run``: seed 004's reconstruction attacks (deep-feature inference, DLG, Inverting
+    Gradients) as the run's suite; the config's own --set overrides come after it."""
+    return run(config, [RECONSTRUCTION_SUITE, *(set_ or [])], out)
+
+
+def validate(config: Config = None, set_: Sets = None) -> int:
+    from core.data import DataError
+
+    try:
+        cfg = experiment.preflight(load_config(config, set_ or []))
+    except (ConfigError, DataError, ValueError) as err:
+        return console.fail(str(err))
+    print(dump_config(cfg), end="")
+    return 0
+
+
+def report(run_dir: RunDir) -> int:
+    from leakbed.report import RunFolderError, write_report
+
+    folder = Path(run_dir)
+    try:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such run folder")
+        if not (folder / "config.toml").is_file():
+            raise FileNotFoundError(f"{folder}: not a run folder (no config.toml)")
+        path = write_report(folder)
+    except (FileNotFoundError, RunFolderError) as err:
+        return console.fail(str(err))
+    experiment.print_tables(folder)
+    print(f"report: {path}")
+    return 0

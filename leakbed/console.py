@@ -1,0 +1,91 @@
+"""What the CLI shows on the terminal: one-line errors, rich tables and progress bars, and the commands it tells the
+user to run, spelled so they work as printed (the console scripts of this Python's environment, not PATH's)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+
+def fail(message: str) -> int:
+    """``leakbed: error: <message>`` (its first line) on stderr; the exit code 2 of bad input."""
+    first = str(message).splitlines()[0] if str(message).strip() else "bad input"
+    print(f"leakbed: error: {first}", file=sys.stderr)
+    return 2
+
+
+def say(message: str) -> None:
+    """A line for the user beside the command's output (stderr, flushed)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> Table:
+    """A rich table whose cells are plain text: no rich markup in a name or a plugin's words is interpreted."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, caption=Text(caption) if caption else None, caption_justify="left")
+    for h in header:
+        table.add_column(Text(h))
+    for r in rows:
+        table.add_row(*(Text(str(c)) for c in r))
+    return table
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> None:
+    """``rich_table`` printed on stdout."""
+    from rich.console import Console
+
+    Console().print(rich_table(title, header, rows, caption))
+
+
+def print_plain(text: str) -> None:
+    """A line printed as it is (no markup, no highlighting, not wrapped), beside rich output."""
+    from rich.console import Console
+
+    Console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def progress() -> Progress:
+    """The progress bars of a run: description, bar, done / total, elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+
+def shown_path(path: Path | str) -> str:
+    """``path`` as the user can type it here: relative to the working directory when it lies inside it (``./x`` for a
+    file right there, so a shell runs it rather than searching PATH; ``.`` for the directory itself), absolute
+    otherwise."""
+    path = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    if path == cwd:
+        return "."
+    if path.is_relative_to(cwd):
+        rel = path.relative_to(cwd)
+        return str(rel) if len(rel.parts) > 1 else f"./{rel}"
+    return str(path)
+
+
+def script(name: str) -> str:
+    """The console script ``name`` (``flwr``, ``leakbed``...) as a command that works when typed here: the one beside
+    this Python (its virtual environment's ``bin``, which need not be on PATH), shown by ``shown_path``; else PATH's."""
+    beside = Path(sys.executable).parent / name  # not resolved: a venv's python is a link to the base interpreter
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return shlex.quote(shown_path(beside))
+    found = shutil.which(name)
+    return shlex.quote(found) if found else name
+
+
+def command(*words: str | Path) -> str:
+    """Words as one shell command line (each quoted as needed)."""
+    return shlex.join(str(w) for w in words)
