@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-import typing
+from collections.abc import Iterable
 
 import click
-import typer
-import typer.core
-from typer.models import ArgumentInfo
 
 from leakbed import console
-from leakbed.commands import analyze, compose, deploy, run, sandbox, sweep
+from leakbed.commands.app import app, command
+from leakbed.interrupts import Interrupted, interruptible
+
+__all__ = ["QUIET_ENV", "app", "command", "main", "usage_error"]
 
 QUIET_ENV = {
     "FLWR_LOG_LEVEL": "ERROR",
@@ -26,75 +25,7 @@ QUIET_ENV = {
 }
 
 
-class _PlainHelp:
-    """Help as plain text: Typer escapes the ``[`` of ``[default: ...]`` for rich even where it prints without rich."""
-
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_help(ctx, formatter)  # type: ignore[misc]
-        formatter.buffer[:] = [text.replace("\\[", "[") for text in formatter.buffer]
-
-    def format_arguments(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Nothing: Typer's ``format_options`` lists the arguments (click 8.5 would list them a second time)."""
-
-
-class Command(_PlainHelp, typer.core.TyperCommand):
-    pass
-
-
-class Group(_PlainHelp, typer.core.TyperGroup):
-    pass
-
-
-app = typer.Typer(
-    name="leakbed",
-    help="validate an experiment, run it in the Ray simulation, write and print the report",
-    cls=Group,
-    add_completion=False,
-    rich_markup_mode=None,  # the helps' units are in brackets, which rich would read as markup
-    pretty_exceptions_enable=False,
-    suggest_commands=False,  # click suggests the closest command itself
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-# name, the function, its help, its click context settings: ``leakbed --help`` lists them in this order
-COMMANDS = (
-    ("run", run.run, "run an experiment in the Ray simulation", {}),
-    ("validate", run.validate, "check a config and its data, print the frozen config", {}),
-    ("sweep", sweep.sweep, "run a grid of variants (e.g. defense strengths); resumable; privacy-utility report", {}),
-    ("attack-worker", sandbox.attack_worker, "a remote attack worker: mutual TLS on TCP, the attack code in the sandbox", {}),
-    ("sandbox-run", sandbox.sandbox_run, "run a program in exactly the sandbox an attack's lane gets, over a store folder",
-     sandbox.SANDBOX_RUN_SETTINGS),
-    ("deploy-local", deploy.deploy_local, "TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes",
-     {}),
-    ("open-world-sweep", sweep.open_world_sweep,
-     "open-world re-identification and matching vs share of seen users (Figure 6)", {}),
-    ("feature-inference", run.feature_inference,
-     "leakbed run with the suite feature-inference, dlg, inverting-gradients (seed 004 Table 1)", {}),
-    ("analyze", analyze.analyze,
-     "analyses of a finished run: layers, progress, prior-size, train-size, raw-vs-update", {}),
-    ("report", run.report, "re-write the report of a finished run", {}),
-    ("compose", compose.compose, "the deployment as containers: render its files; build, up, down", {}),
-)  # fmt: skip
-for _name, _function, _help, _settings in COMMANDS:
-    app.command(_name, help=_help, short_help=_help, cls=Command, context_settings=_settings or None)(_function)
-
-
-@functools.cache
-def command() -> click.Group:
-    """The click group of ``app`` (every command, argument and option, as the reference page reads them)."""
-    group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
-    for info in app.registered_commands:  # Typer 0.20 sets an Argument's help before click 8.5's __init__ clears it
-        hints = typing.get_type_hints(info.callback, include_extras=True)
-        for param in group.commands[info.name].params:
-            metadata = getattr(hints.get(param.name), "__metadata__", ())
-            found = [m.help for m in metadata if isinstance(m, ArgumentInfo) and m.help]
-            if isinstance(param, click.Argument) and found and not getattr(param, "help", None):
-                param.help = found[0]
-    return group
-
-
-def _words(values: typing.Iterable[object]) -> str:
+def _words(values: Iterable[object]) -> str:
     values = [str(v) for v in values]
     return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
 
@@ -124,7 +55,7 @@ def usage_error(err: click.UsageError) -> str:
         if isinstance(kind, click.Choice) and " is not " in message:
             return f"{name} must be {_words(kind.choices)}, got {message.split(' is not ')[0]}"
         return f"{name}: {message}" if name else message
-    return err.format_message()
+    return err.format_message().rstrip(".")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = command().main(args=args, prog_name="leakbed", standalone_mode=False)
+        with interruptible():  # SIGINT, SIGTERM, SIGHUP: everything the command started is stopped, then it exits
+            code = command().main(args=args, prog_name="leakbed", standalone_mode=False)
+    except Interrupted as err:
+        print(f"leakbed: stopped by {err}: every process it started has ended", file=sys.stderr)
+        return err.exit_code
     except click.UsageError as err:
         return console.fail(usage_error(err))
     except click.ClickException as err:

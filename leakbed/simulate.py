@@ -69,8 +69,10 @@ out-dir = ""
 Progress = Callable[[int, dict[str, float]], None]
 # every port a Ray head would take by default (its dashboard's too, though the dashboard is off): a free one each;
 # its workers bind random ports (0: no fixed range)
-RAY_PORTS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
-             "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port")  # fmt: skip
+RAY_PORTS = (
+    "--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port",
+)  # fmt: skip
 
 
 class SimulationFailed(RuntimeError):

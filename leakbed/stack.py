@@ -102,10 +102,13 @@ def _certs_paths(doc: dict, certs: Path) -> None:
 
 def _engine_seccomp(services: dict) -> None:
     """Podman 4.3's Docker API takes a seccomp profile only as a file path, while compose sends the profile's
-    text: on Podman the attack workers' profile comes from leakbed's containers.conf instead (``engine.podman_conf``)."""
+    text: on Podman the attack workers' profile comes from leakbed's containers.conf instead (``engine.podman_conf``).
+    It also ignores Docker's ``systempaths=unconfined`` (tried): its own ``unmask=ALL`` leaves /proc unmasked, so
+    the gateway can mount each lane's /proc."""
     for svc in services.values():
         if "security_opt" in svc:
-            svc["security_opt"] = [o for o in svc["security_opt"] if not o.startswith("seccomp=")]
+            opts = [o for o in svc["security_opt"] if not o.startswith("seccomp=")]
+            svc["security_opt"] = ["unmask=ALL" if o == "systempaths=unconfined" else o for o in opts]
 
 
 def render(stack: Stack, chosen: images.Images, podman: bool = False) -> list[Path]:

@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,12 +148,15 @@ def extends(saved: object, spec: dict[str, str]) -> bool:
 
 
 def run_sweep(points: dict[str, ExperimentConfig], out: Path, run_point: Callable[[ExperimentConfig, Path], None]) -> list[str]:
-    """Run every point not already finished; returns the names of the points it ran."""
+    """Run every point not already finished (a point left unfinished, e.g. interrupted, starts again from scratch:
+    its seeded run gives the same numbers); returns the names of the points it ran."""
     ran = []
     for name, cfg in points.items():
         folder = out / name
         if (folder / "metrics.json").exists():
             continue
+        if folder.exists():  # written by leakbed alone (a run folder holds nothing a sandbox wrote): no link to follow
+            shutil.rmtree(folder)
         run_point(cfg, folder)
         ran.append(name)
     return ran

@@ -24,6 +24,7 @@ from core.derive import derived_seed
 from core.layout import RunLayout
 from server.halves import ServerHalves
 from server.judge import Judge
+from server.memory_probe import MemoryProbe
 from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
 from server.plan import sampled_per_round
@@ -116,7 +117,9 @@ def run_federation(
 ) -> dict:
     """Train with the curious tap, fit the attacks (each in its own sandbox: ``declarations`` say what they are), have
     ``judge`` score them; writes ``metrics.json`` into the prior's results folder and returns it."""
+    probe = MemoryProbe()  # off unless LEAKBED_MEMORY_PROBE names a file (benchmarks.memory)
     run = prepare_run(cfg, rule, layout, declarations, progress)
+    probe.mark("prepare run (federation, model, test set)")
     users = run.fed.user_ids
     serve_metrics(cfg.telemetry)
     tel = RunTelemetry(cfg, rule)
@@ -124,10 +127,12 @@ def run_federation(
     secagg = cfg.fl.secure_aggregation == "secagg+"
 
     def evaluate_fn(rnd: int, arrays: ArrayRecord) -> MetricRecord:
+        probe.mark("round: train, tap, shuffle, aggregate", rnd)
         t0 = time.perf_counter()
         utility = run.evaluate(rnd, arrays.to_torch_state_dict())
         if rnd in tap.rounds:
             tap.rounds[rnd].evaluation_seconds = time.perf_counter() - t0
+        probe.mark("evaluation", rnd, pool_depth=pool.depth())
         tel.utility(utility["utility"])
         observe_round(tel, rnd, tap.rounds.get(rnd), pool.stats, pool.depth())
         if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:
@@ -139,6 +144,7 @@ def run_federation(
             tel.attack(name, judge.interim(name))
 
     pool = run.pool(names, on_fit=interim_score)
+    probe.mark("attack pool start")
     tel.confined(pool.sandboxed or not pool.local)
     try:
         tap = build_tap(run, halves, pool, names)
@@ -155,6 +161,7 @@ def run_federation(
             ),
         )
         run.timed("attack_fit", lambda: pool.fit(names))
+        probe.mark("attack drain and fit")
     finally:
         pool.close()
     fitted = run.fitted(pool, names)
@@ -179,6 +186,7 @@ def run_federation(
         "shuffler": tap.shuffler_stats(),
     }
     (run.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    probe.mark("scoring")
     for name, result in scores.items():
         tel.attack(name, result)
     tel.pool(pool.stats, 0)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.plots import pct, plt, table, write
+from core.tables import markdown_table
+from studies.plots import pct, plt, write
 from studies.run_view import RunView, flat
 
 
@@ -65,5 +66,5 @@ def run(view: RunView, out: Path, every: int = 1) -> dict:
         f"alone; shadow and device updates replayed for every user on {len(rounds)} stored global models."
     )
     write(out, "layers", "Re-identification by layer (seed 001 Figure 9, Table 5)", intro,
-          table(["depth", "layer", "params", "AP % (× chance)", "top-1 %"], rows), result, fig)  # fmt: skip
+          markdown_table(["depth", "layer", "params", "AP % (× chance)", "top-1 %"], rows), result, fig)  # fmt: skip
     return result

@@ -1,4 +1,5 @@
-"""Shared output helpers: a markdown table file and a matplotlib (Agg) figure per analysis."""
+"""Shared output helpers: an analysis' markdown file (its table written by ``core.tables``) and its matplotlib (Agg)
+figure."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from pathlib import Path
 
 import matplotlib
 
-from core.tables import markdown_table
-
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    return markdown_table(header, rows)
 
 
 def write(out: Path, name: str, title: str, intro: str, md_table: str, result: dict, fig) -> Path:

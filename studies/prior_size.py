@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.plots import table, write
+from core.tables import markdown_table
+from studies.plots import write
 from studies.run_view import RunView, flat
 from studies.size_curve import reid_by_size, size_figure
 
@@ -37,6 +38,6 @@ def run(view: RunView, out: Path, sizes: list[int] | None = None, every: int = 1
         f"replayed from k prior examples per user on {len(rounds)} stored global models, tested on the run's anonymous updates."
     )
     write(out, "prior_size", "Re-identification by prior examples per user (seed 001 Figure 7)", intro,
-          table(["prior examples per user", "AP % (× chance)", "top-1 %"], rows), result,
+          markdown_table(["prior examples per user", "AP % (× chance)", "top-1 %"], rows), result,
           size_figure(result, "prior examples per user"))  # fmt: skip
     return result

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.plots import plt, table, write
+from core.tables import markdown_table
+from studies.plots import plt, write
 from studies.run_view import RunView
 
 
@@ -41,7 +42,7 @@ def run(view: RunView, out: Path, ranges: int = 10) -> dict:
     axis.set_ylabel("train rounds (shadow updates)")
     fig.colorbar(im, label="AP %")
     rows = [[labels[i], *[f"{100 * ap[i, j]:.1f}" for j in range(len(labels))]] for i in range(len(labels))]
-    md = table(["train \\ test", *labels], rows)
+    md = markdown_table(["train \\ test", *labels], rows)
     intro = (
         f"Seed 001 Figure 10: AP % of the {result['attacker']} attacker trained on shadow updates of one round range "
         f"(rows) and tested on anonymous updates of another (columns); mean chance AP {100 * np.nanmean(chance):.1f}%. "

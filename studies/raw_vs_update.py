@@ -18,7 +18,8 @@ from core.data.corpus import Corpus
 from core.models import build_model, final_linear
 from core.multitask import _with_hidden
 from core.reid_metrics import reid_metrics
-from studies.plots import pct, plt, table, write
+from core.tables import markdown_table
+from studies.plots import pct, plt, write
 from studies.run_view import RunView
 
 
@@ -99,5 +100,5 @@ def run(view: RunView, out: Path, set_sizes: list[int] | None = None, epochs: in
         f"{epochs} epochs on the prior images, labelled by user) and (c) sets of private images (mean last hidden features)."
     )
     write(out, "raw_vs_update", "Re-identification from raw data vs from updates (seed 000 §6.1.7)", intro,
-          table(["attack input", "AP % (× chance)", "top-1 %", "test items"], rows), result, fig)  # fmt: skip
+          markdown_table(["attack input", "AP % (× chance)", "top-1 %", "test items"], rows), result, fig)  # fmt: skip
     return result

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.plots import table, write
+from core.tables import markdown_table
+from studies.plots import write
 from studies.run_view import RunView
 from studies.size_curve import reid_by_size, size_figure
 
@@ -31,6 +32,6 @@ def run(view: RunView, out: Path, sizes: list[int] | None = None) -> dict:
         "per user (a seeded random subset across rounds), tested on every anonymous update."
     )
     write(out, "train_size", "Re-identification by attacker training examples (seed 001 Figure 8)", intro,
-          table(["updates per user", "AP % (× chance)", "top-1 %"], rows), result,
+          markdown_table(["updates per user", "AP % (× chance)", "top-1 %"], rows), result,
           size_figure(result, "attacker training updates per user"))  # fmt: skip
     return result

@@ -205,14 +205,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve_until_stopped(server: grpc.Server) -> None:
-    """Block until SIGTERM/SIGINT, then stop."""
+    """Block until SIGTERM, SIGINT or SIGHUP, then stop (the caller ends every lane)."""
     import signal
 
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    server.stop(grace=5).wait()
+    server.stop(grace=2).wait()
 
 
 if __name__ == "__main__":

@@ -65,3 +65,24 @@ def print_tables(run_dir: Path) -> None:
     if rows:
         console.print_table("Other attacks (scored by the referee; details in the report)", header, rows)
         console.print_plain(written_line(run_dir, runs))
+
+
+def failed_replies(run_dir: Path) -> int:
+    """1 with one line when a prior's share of failed or rejected replies passed ``fl.max_failed_share`` (its numbers
+    rest on too few updates; what it wrote is kept), else 0."""
+    import json
+    import sys
+
+    for path in sorted(run_dir.glob("*/metrics.json")):
+        replies = json.loads(path.read_text()).get("replies")
+        if replies and replies.get("too_many_failed"):
+            reasons = "; ".join(f"{n}x {why}" for why, n in list(replies.get("why", {}).items())[:2])
+            print(
+                f"leakbed: run failed: {replies['failed'] + replies['rejected']} of {replies['sampled']} replies of the "
+                f"{path.parent.name} prior failed ({100 * replies['failed_share']:.0f}%, more than fl.max_failed_share "
+                f"{100 * replies['max_failed_share']:.0f}%): {reasons}; its numbers rest on {replies['users_in_updates']} "
+                f"of {replies['users']} users (see {run_dir / 'report.md'})",
+                file=sys.stderr,
+            )
+            return 1
+    return 0

@@ -23,6 +23,8 @@ def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: 
         cfg = experiment.preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
         return console.fail(str(err))
+    from leakbed.interrupts import Interrupted
+    from leakbed.run_state import mark_interrupted
     from leakbed.simulate import SimulationFailed
 
     try:
@@ -31,9 +33,12 @@ def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: 
     except SimulationFailed as err:  # e.g. Ray never started, or no device answered within fl.startup_timeout
         print(f"leakbed: run failed: {err}", file=sys.stderr)
         return 1
+    except Interrupted as err:  # everything it started has been stopped on the way here
+        print(f"leakbed: {mark_interrupted(cfg, run_dir, str(err))}", file=sys.stderr)
+        raise
     experiment.print_tables(run_dir)
     print(f"report: {report}")
-    return 0
+    return experiment.failed_replies(run_dir)
 
 
 def feature_inference(config: Config = None, set_: Sets = None, out: Out = None) -> int:

@@ -70,7 +70,12 @@ def sandbox_run(
     except ValueError as err:
         return console.fail(str(err))
     limits = sandbox.Limits(memory_mb=memory_mb, processes=processes, file_size_mb=file_size_mb)
-    return sandbox.Sandbox(limits, [sandbox.Mount(folder, INPUTS)]).popen(argv).wait()
+    proc = sandbox.Sandbox(limits, [sandbox.Mount(folder, INPUTS)]).popen(argv)
+    try:
+        return proc.wait()
+    except BaseException:  # an interrupt: the sandbox and everything in it end with this command
+        sandbox.end(proc)
+        raise
 
 
 def attack_worker(

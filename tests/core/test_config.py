@@ -96,6 +96,32 @@ def test_bad_values_name_the_field_in_one_line(override, field):
     assert msg.startswith(field) and "\n" not in msg
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("fl.rouns=3", "fl.rouns: Extra inputs are not permitted; did you mean 'rounds'? (got 3)"),
+        ("data.synthetic.user=4", "data.synthetic.user: Extra inputs are not permitted; did you mean 'users'? (got 4)"),
+        ("workers.limits.memry=1", "workers.limits.memry: Extra inputs are not permitted; did you mean 'memory'? (got 1)"),
+        ("seeed=1", "seeed: Extra inputs are not permitted; did you mean 'seed'? (got 1)"),
+        ("rounds=3", "rounds: Extra inputs are not permitted; did you mean 'fl.rounds'? (got 3)"),  # a section too high
+    ],
+)
+def test_an_unknown_key_gets_the_closest_key_of_its_section(override, message):
+    with pytest.raises(ConfigError) as err:
+        build_config({}, [override])
+    assert str(err.value) == message
+
+
+def test_an_unknown_key_nothing_is_close_to_lists_its_sections_keys():
+    from core.config import FLConfig
+
+    with pytest.raises(ConfigError) as err:
+        build_config({}, ["fl.zzzzzz=1"])
+    assert str(err.value) == (
+        f"fl.zzzzzz: Extra inputs are not permitted (valid: {', '.join(sorted(FLConfig.model_fields))}) (got 1)"
+    )
+
+
 def test_an_old_key_loads_under_its_new_name_with_a_one_line_notice():
     """Run settings moved from [attack] to [workers] (and attack.attackers is attack.suite): an old config still loads,
     each moved key a ``ConfigKeyMoved`` warning naming both; a key given under both names is refused."""

@@ -64,3 +64,32 @@ def test_an_ill_declared_defense_is_one_line(monkeypatch, targets, name, match):
     with pytest.raises(registry.PluginError, match=match) as err:
         registry.defense(name)
     assert "\n" not in str(err.value)
+
+
+def test_an_unknown_defense_gets_the_closest_published_name():
+    with pytest.raises(registry.PluginError) as err:
+        registry.defense("nosie")
+    known = ", ".join(registry.names())
+    assert str(err.value) == f"unknown defense 'nosie'; did you mean 'noise'? (known: {known})"
+    with pytest.raises(registry.PluginError) as err:
+        registry.defense("zzzz")
+    assert str(err.value) == f"unknown defense 'zzzz' (known: {known})"
+
+
+def test_an_unknown_defense_parameter_gets_the_closest_and_the_valid_names():
+    """The run's preflight words a defense's parameter it does not take as the attack params' check does."""
+    from core.config import ConfigError, build_config
+    from leakbed.preflight import resolve
+
+    base = ["attack.suite=['knn']"]
+    with pytest.raises(ConfigError) as err:
+        resolve(build_config({}, [*base, 'defenses=[{name="noise", varianc=0.1}]']))
+    assert str(err.value) == (
+        "defenses.0 (noise).varianc: Extra inputs are not permitted; did you mean 'variance'? (valid: variance) (got 0.1)"
+    )
+    with pytest.raises(ConfigError) as err:
+        resolve(build_config({}, [*base, 'defenses=[{name="mm-aug", strength=1}]']))
+    valid = ", ".join(sorted(registry.defense("mm-aug").params.model_fields))
+    assert str(err.value) == f"defenses.0 (mm-aug).strength: Extra inputs are not permitted (valid: {valid}) (got 1)"
+    with pytest.raises(ConfigError, match=r"^defenses.0: unknown defense 'nosie'; did you mean 'noise'\? \(known: "):
+        resolve(build_config({}, [*base, 'defenses=[{name="nosie"}]']))

@@ -19,6 +19,12 @@ CASES = [
     ("attack.params.knn.kk=3", "attack.params.knn.kk: unknown parameter of 'knn'; did you mean 'k'?"),
     ('fl.secure_aggregation="secagg+"', "attack.suite: 'mlp' needs individual updates, but fl.secure_aggregation = 'secagg+'"),
     ('defenses=[{name="noise", strength=1}]', "defenses.0 (noise).strength: Extra inputs are not permitted"),
+    (
+        'defenses=[{name="noise", varianc=1}]',
+        "defenses.0 (noise).varianc: Extra inputs are not permitted; did you mean 'variance'? (valid: variance)",
+    ),
+    ('defenses=[{name="nosie"}]', "defenses.0: unknown defense 'nosie'; did you mean 'noise'?"),
+    ("fl.rouns=1", "fl.rouns: Extra inputs are not permitted; did you mean 'rounds'?"),
     ('attack.suite=["membership"]', "attack.suite: 'membership' needs text data; data.source 'synthetic' (synthetic) is image"),
     ('data.source="leaf" data.path="/no/such/folder"', "/no/such/folder"),
 ]

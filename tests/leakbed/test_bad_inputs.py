@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import leakbed.cli as cli
-from leakbed.commands import experiment
 from core.config import build_config, dump_config
 from core.data import federation
 from core.models import build_model
+from leakbed.commands import experiment
 
 TINY = [
     "data.synthetic.users=6",

@@ -107,16 +107,21 @@ def build(folder: Path) -> ChildEnv:
 
 @dataclass
 class Peaks:
-    """Each watched process's command line and peak resident memory (``VmHWM``), by pid."""
+    """Each watched process's command line and peak resident memory (``VmHWM``), by (pid, command line)."""
 
-    seen: dict[int, dict] = field(default_factory=dict)
+    seen: dict[tuple[int, bytes], dict] = field(default_factory=dict)
 
-    def of(self, needle: str) -> int:
-        """The largest peak [KiB] among processes whose command line holds ``needle`` (0: none seen)."""
-        return max((p["hwm_kb"] for p in self.seen.values() if needle in p["cmd"]), default=0)
+    def of(self, program: str) -> int:
+        """The largest peak [KiB] among the processes running ``program``: a command line whose interpreter, script or
+        ``-m`` module (its first three words) is ``program`` or ends with ``/program`` (0: none seen)."""
+        return max((p["hwm_kb"] for p in self.seen.values() if _runs(p["cmd"], program)), default=0)
 
     def commands(self) -> list[str]:
         return sorted({p["cmd"][:160] for p in self.seen.values()})
+
+
+def _runs(cmd: str, program: str) -> bool:
+    return any(word == program or word.endswith(f"/{program}") for word in cmd.split()[:3])
 
 
 class Watch(threading.Thread):
@@ -129,7 +134,7 @@ class Watch(threading.Thread):
         self.every = every
         self.peaks = Peaks()
         self._halt = threading.Event()
-        self._other: dict[int, bytes] = {}  # pid -> its name when its environment did not match (re-read after exec)
+        self._other: dict[int, bytes] = {}  # pid -> its command line when its environment did not match (re-read on exec)
 
     def _sample(self) -> None:
         for entry in os.listdir("/proc"):
@@ -137,19 +142,18 @@ class Watch(threading.Thread):
                 continue
             pid = int(entry)
             try:
-                if pid not in self.peaks.seen:
-                    comm = Path(f"/proc/{pid}/comm").read_bytes()
-                    if self._other.get(pid) == comm:
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes()  # changes on exec (a fork shows its parent's until then)
+                key = (pid, raw)  # one record per program a pid runs: VmHWM starts afresh on exec
+                if key not in self.peaks.seen:
+                    if self._other.get(pid) == raw:
                         continue
                     if self.needle not in Path(f"/proc/{pid}/environ").read_bytes():
-                        self._other[pid] = comm
+                        self._other[pid] = raw
                         continue
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    self.peaks.seen[pid] = {"cmd": cmd, "hwm_kb": 0}
+                    self.peaks.seen[key] = {"cmd": raw.replace(b"\0", b" ").decode(errors="replace"), "hwm_kb": 0}
                 for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
-                        kb = int(line.split()[1])
-                        self.peaks.seen[pid]["hwm_kb"] = max(self.peaks.seen[pid]["hwm_kb"], kb)
+                        self.peaks.seen[key]["hwm_kb"] = max(self.peaks.seen[key]["hwm_kb"], int(line.split()[1]))
             except OSError:
                 continue
 

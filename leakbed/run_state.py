@@ -1,0 +1,63 @@
+"""What a run folder says when its command was stopped: ``interrupted.json`` and a short ``report.md``.
+
+An interrupted run keeps everything it wrote (the finished priors' metrics and reports, the interrupted prior's store,
+sealed truth and progress); this records where it stopped, so a reader (and a sweep resuming) can tell it apart from
+a finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from core.config import ExperimentConfig
+from core.layout import RunLayout
+
+INTERRUPTED = "interrupted.json"
+PROGRESS_FILE = "progress.json"  # a prior's last finished round (leakbed.apps writes it)
+
+
+def where_stopped(cfg: ExperimentConfig, run_dir: Path) -> dict[str, dict]:
+    """Each prior's state: finished, interrupted at round N (its last finished round), or not started."""
+    layout = RunLayout(run_dir)
+    out: dict[str, dict] = {}
+    for rule in cfg.split.priors:
+        folder = layout.results(rule)
+        if (folder / "metrics.json").exists():
+            out[rule] = {"state": "finished"}
+        elif (folder / PROGRESS_FILE).exists():
+            try:
+                progress = json.loads((folder / PROGRESS_FILE).read_text(encoding="utf-8"))
+                out[rule] = {"state": "interrupted", "round": int(progress["round"]), "rounds": cfg.fl.rounds}
+            except (OSError, ValueError, KeyError):
+                out[rule] = {"state": "interrupted", "round": 0, "rounds": cfg.fl.rounds}
+        elif folder.exists() or layout.referee(rule).exists():
+            out[rule] = {"state": "interrupted", "round": 0, "rounds": cfg.fl.rounds}
+        else:
+            out[rule] = {"state": "not started"}
+    return out
+
+
+def mark_interrupted(cfg: ExperimentConfig, run_dir: Path, signal_name: str) -> str:
+    """Write ``interrupted.json`` (and, where no report was written, a ``report.md`` saying so); returns one line."""
+    if not run_dir.exists():
+        return f"interrupted ({signal_name}) before anything was written"
+    priors = where_stopped(cfg, run_dir)
+    doc = {"signal": signal_name, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "priors": priors}
+    (run_dir / INTERRUPTED).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    parts = []
+    for rule, state in priors.items():
+        if state["state"] == "interrupted":
+            parts.append(f"the {rule} prior interrupted at round {state['round']} of {state['rounds']}")
+        else:
+            parts.append(f"the {rule} prior {state['state']}")
+    line = f"interrupted ({signal_name}): {'; '.join(parts)}; what was written is kept in {run_dir}"
+    report = run_dir / "report.md"
+    if not report.exists():
+        report.write_text(f"# leakbed report\n\n**Interrupted ({signal_name})**: {'; '.join(parts)}.\n", encoding="utf-8")
+    return line
+
+
+def interrupted(run_dir: Path) -> bool:
+    return (run_dir / INTERRUPTED).exists()

@@ -1,0 +1,233 @@
+"""The CLI on Typer: the same commands and options as the argparse CLI before it, each option's help with its unit,
+bounds as click ranges whose refusals are one line and exit 2, and the commands it prints working as printed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from leakbed import cli, console
+from leakbed.commands import compose as compose_command
+from leakbed.commands import experiment, sandbox
+from tests.conftest import REPO
+
+# every command and its arguments (<positional>) and options, as the argparse CLI had them
+TREE = {
+    "run": "<config> --set --out --ray-address",
+    "validate": "<config> --set",
+    "sweep": "<config> --grid --set --out --ray-address",
+    "attack-worker": "--port --socket --store --host --ssl-certfile --ssl-keyfile --ssl-ca-certfile --insecure --sandbox "
+    "--memory-mb --log-dir --warm",
+    "sandbox-run": "--store --memory-mb --processes --file-size-mb <command>",
+    "deploy-local": "<config> --set --out --supernodes --workers --metrics-port --hold",
+    "open-world-sweep": "<config> --set --seen --prior --out",
+    "feature-inference": "<config> --set --out",
+    "analyze": "<analysis> <run_dir> --prior --ranges --sizes --every --set-sizes --epochs",
+    "report": "<run_dir>",
+    "compose": "<action> --tls --base --gpu --no-build --plugin --project --ports --engine --supernodes --workers --file "
+    "--write",
+}
+
+
+def _names(cmd: click.Command) -> set[str]:
+    return {p.opts[0] if isinstance(p, click.Option) else f"<{p.name}>" for p in cmd.params}
+
+
+def test_every_command_and_option_of_the_argparse_cli_is_there() -> None:
+    group = cli.command()
+    assert list(group.commands) == list(TREE)  # the same names, in the same order
+    for name, expected in TREE.items():
+        assert _names(group.commands[name]) == set(expected.split()), name
+
+
+def test_every_argument_and_option_says_what_it_is_with_its_unit() -> None:
+    for name, cmd in cli.command().commands.items():
+        assert cmd.help, name
+        for param in cmd.params:
+            text = getattr(param, "help", None) or ""
+            assert text.rstrip().endswith("]") and "[" in text, f"leakbed {name} {param.name}: {text!r} states no [unit]"
+
+
+def test_the_cli_defaults_are_the_sandbox_and_compose_ones() -> None:
+    from leakbed import compose
+    from workers.sandbox import Limits
+
+    limits = Limits()
+    assert (sandbox.MEMORY_MB, sandbox.PROCESSES, sandbox.FILE_SIZE_MB) == (
+        limits.memory_mb, limits.processes, limits.file_size_mb
+    )  # fmt: skip
+    group = cli.command()
+    bounds = {p.name: p.type for p in group.commands["compose"].params}
+    assert (bounds["supernodes"].min, bounds["supernodes"].max) == (1, compose.MAX_SUPERNODES)
+    assert (bounds["workers"].min, bounds["workers"].max) == (1, compose.MAX_WORKERS)
+    defaults = {p.name: p.default for p in group.commands["compose"].params}
+    assert (defaults["supernodes"], defaults["workers"]) == (compose.DEFAULT_SUPERNODES, compose.DEFAULT_WORKERS)
+    assert set(compose_command.FILES) == set(compose.FILES.values())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sandbox-run", "--store", ".", "--processes", "8", "--", "true"], "--processes must be 16..1048576, got 8"),
+        (["sandbox-run", "--store", ".", "--file-size-mb", "0", "--", "true"], "--file-size-mb must be at least 1, got 0"),
+        (["deploy-local", "--hold", "-1"], "--hold must be 0..86400, got -1.0"),
+        (["deploy-local", "--metrics-port", "70000"], "--metrics-port must be 0..65535, got 70000"),
+        (["deploy-local", "--workers", "0"], "--workers must be 1..64, got 0"),
+        (["analyze", "progress", ".", "--every", "0"], "--every must be at least 1, got 0"),
+        (["analyze", "nope", "."], "ANALYSIS must be layers, progress, prior-size, train-size or raw-vs-update, got 'nope'"),
+        (["attack-worker", "--store", ".", "--port", "0"], "--port must be 1..65535, got 0"),
+        (["attack-worker", "--store", ".", "--socket", "s", "--sandbox", "x"], "--sandbox must be auto, on or off, got 'x'"),
+        (["attack-worker", "--store", "."], "give one of --port or --socket"),
+        (["attack-worker", "--store", ".", "--port", "5", "--socket", "s"], "--port and --socket exclude each other"),
+        (["open-world-sweep", "--prior", "profile"], "--prior must be chrono or random, got 'profile'"),
+        (["run", "--ranges", "3"], "No such option '--ranges'"),
+        (["rnu"], "No such command 'rnu'. Did you mean 'run'?"),
+        ([], "Missing command"),
+        (["sandbox-run"], "Missing option '--store'"),
+        (["report", "a", "b"], "Got unexpected extra argument (b)"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(argv, message, capsys) -> None:
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"leakbed: error: {message}"] and out == ""
+
+
+def test_help_is_plain_text_and_exit_0(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in TREE)
+    assert cli.main(["sandbox-run", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "RLIMIT_DATA: heap and anonymous mappings [MiB] [default: 8192; 64<=x<=1048576]" in " ".join(out.split())
+    assert "\\[" not in out
+    assert out.count("[-- CMD [ARGS...]]") == 2  # the usage line and the one list of arguments
+
+
+def test_attack_worker_hands_workers_remote_its_namespace(monkeypatch, tmp_path) -> None:
+    from workers import remote
+
+    seen: list[argparse.Namespace] = []
+    monkeypatch.setattr(remote, "run", lambda args: seen.append(args) or 0)
+    assert cli.main(["attack-worker", "--port", "7000", "--store", str(tmp_path), "--insecure"]) == 0
+    parser = argparse.ArgumentParser()
+    remote.add_arguments(parser)  # python -m workers.remote's own options: the same namespace
+    assert vars(seen[0]) == vars(parser.parse_args(["--port", "7000", "--store", str(tmp_path), "--insecure"]))
+
+
+def test_sandbox_run_passes_the_programs_own_options_through(monkeypatch, tmp_path) -> None:
+    from workers import sandbox as sandbox_module
+
+    started: list = []
+
+    class Started:
+        def __init__(self, limits, mounts) -> None:  # noqa: ANN001
+            started.append(limits)
+
+        def popen(self, argv: list[str]):  # noqa: ANN202
+            started.append(argv)
+            return subprocess.Popen(["sh", "-c", "exit 3"])
+
+    monkeypatch.setattr(sandbox_module, "Sandbox", Started)
+    monkeypatch.setattr(sandbox_module, "available", lambda: "")
+    assert cli.main(["sandbox-run", "--store", str(tmp_path), "--memory-mb", "128", "--", "python", "-c", "x", "--store"]) == 3
+    assert started[0].memory_mb == 128 and started[1] == ["python", "-c", "x", "--store"]
+
+
+def test_analyze_hands_its_options_to_the_analysis(monkeypatch, tmp_path, capsys) -> None:
+    import leakbed.analyze
+
+    md = tmp_path / "progress.md"
+    md.write_text("### progress\n")
+    calls = []
+    monkeypatch.setattr(leakbed.analyze, "run_analysis", lambda *args: calls.append(args) or md)
+    assert cli.main(["analyze", "progress", str(tmp_path), "--ranges", "4", "--sizes", "1,2", "--prior", "chrono"]) == 0
+    assert calls == [("progress", str(tmp_path), "chrono", 4, "1,2", 1, None, 20)]
+    assert "### progress" in capsys.readouterr().out
+
+
+def test_feature_inference_is_run_with_the_reconstruction_suite(monkeypatch, tmp_path, capsys) -> None:
+    seen = []
+    monkeypatch.setattr(experiment, "preflight", lambda cfg: seen.append(cfg) or (_ for _ in ()).throw(ValueError("stop")))
+    assert cli.main(["feature-inference", "--set", "fl.rounds=1", "--out", str(tmp_path / "o")]) == 2
+    assert seen[0].attack.suite == ["feature-inference", "dlg", "inverting-gradients"] and seen[0].fl.rounds == 1
+    assert capsys.readouterr().err == "leakbed: error: stop\n"
+
+
+# --- commands printed for the user -----------------------------------------------------------------------------------
+
+
+def test_a_script_is_shown_beside_this_python_relative_to_here(monkeypatch, tmp_path) -> None:
+    bin_dir = Path(sys.executable).parent
+    monkeypatch.chdir(bin_dir.parent)
+    assert console.script("flwr") == f"{bin_dir.name}/flwr"
+    monkeypatch.chdir(bin_dir)
+    assert console.script("flwr") == "./flwr"
+    monkeypatch.chdir(tmp_path)
+    assert console.script("flwr") == str(bin_dir / "flwr")  # outside the working directory: absolute
+    assert console.script("no-such-script-anywhere") == "no-such-script-anywhere"
+    assert console.shown_path(tmp_path) == "." and console.shown_path(tmp_path / "a b" / "c") == "a b/c"
+    assert console.command(console.shown_path(tmp_path / "a b")) == "'./a b'"
+
+
+def _printed(lines: list[str], label: str) -> list[str]:
+    """The words of the command printed after ``label``, environment assignments left out."""
+    line = next(x for x in lines if x.startswith(label))
+    words = shlex.split(line.removeprefix(label))
+    return [w for w in words if "=" not in w.split("/")[0] or w.startswith("-")]
+
+
+def _works(words: list[str], cwd: Path) -> None:
+    """The printed program exists where printed (from ``cwd``) and answers ``--help``."""
+    program = words[0]
+    assert "/" in program, f"{program} would be looked up on PATH, where a fresh checkout's venv is not"
+    path = cwd / program
+    assert path.is_file() and os.access(path, os.X_OK), path
+    done = subprocess.run([program, "--help"], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_printed_flwr_run_works_as_printed(capsys, monkeypatch) -> None:
+    """``leakbed compose`` prints ``flwr run``: this environment's flwr (no activated venv needed) and the
+    repository as the app folder, from where the user ran leakbed."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as a shell without the venv activated
+    assert cli.main(["compose", "--supernodes", "2", "--workers", "1"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    words = _printed(lines, "start a run: ")
+    assert words[1:4] == ["run", ".", "leakbed-compose"] and words[0].endswith("/flwr")
+    _works(words, REPO)
+
+
+def test_compose_up_prints_commands_that_work_as_printed(capsys, monkeypatch, tmp_path) -> None:
+    from leakbed import stack
+    from leakbed.engine import Engine, compose_binary
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(stack, "WORK", REPO / ".leakbed" / "compose")
+    shipped = compose_binary()
+    engine = Engine("podman", "podman", shipped or ("docker", "compose"), {"DOCKER_HOST": "unix:///run/x.sock"})
+    the_stack = stack.Stack("proj", 2, 1, False)
+    compose_command._started(engine, the_stack)
+    lines = capsys.readouterr().err.splitlines()
+    run = _printed(lines, "start a run:  ")
+    assert run[1:4] == ["run", ".", "leakbed-compose"]
+    assert lines[1].startswith("start a run:  FLWR_HOME=.leakbed/compose/proj/flwr ")
+    _works(run, REPO)
+    _works(_printed(lines, "stop and remove everything: ")[:1], REPO)
+    copy = _printed(lines, "the run folder: ")
+    assert copy[-5:] == ["-p", "proj", "cp", "serverapp:/data/runs", "./runs/compose"]
+    assert copy[:-5] == [console.shown_path(shipped[0])] if shipped else ["docker", "compose"]
+
+
+def test_a_mistyped_config_key_is_refused_with_the_closest_one(capsys) -> None:
+    assert cli.main(["validate", "--set", "fl.rouns=3"]) == 2
+    assert capsys.readouterr().err == "leakbed: error: fl.rouns: Extra inputs are not permitted; did you mean 'rounds'? (got 3)\n"
