@@ -378,6 +378,25 @@ def _attack_side_lines(run: dict) -> list[str]:
     ]
 
 
+def replies_line(rule: str, replies: dict) -> str:
+    """One prior's replies in one line: how many failed or were rejected and why, how many users the numbers rest on."""
+    bad = replies["failed"] + replies["rejected"]
+    reasons = "; ".join(f"{n}x {untrusted(why, 160)}" for why, n in list(replies.get("why", {}).items())[:3])
+    text = (f"{rule} prior: {bad} of {replies['sampled']} sampled devices' replies failed or were rejected "
+            f"({100 * replies['failed_share']:.1f}%){': ' + reasons if reasons else ''}; the numbers rest on "
+            f"{replies['users_in_updates']} of {replies['users']} users")  # fmt: skip
+    if replies.get("too_many_failed"):
+        return f"**Warning: {text}, more failures than fl.max_failed_share {100 * replies['max_failed_share']:.0f}% allows.**"
+    return f"Replies: {text}."
+
+
+def replies_lines(runs: dict[str, dict]) -> list[str]:
+    """What every report states first after the sandbox line: each prior's failed replies (runs before this was
+    recorded say nothing)."""
+    lines = [replies_line(rule, run["replies"]) for rule, run in runs.items() if run.get("replies")]
+    return [*lines, ""] if lines else []
+
+
 def write_report(run_dir: Path) -> Path:
     """Write ``metrics.json``, ``report.md`` and ``reid_by_round.png`` into ``run_dir``."""
     runs = load_runs(run_dir)
@@ -392,6 +411,7 @@ def write_report(run_dir: Path) -> Path:
         "",
         sandbox_line(runs),
         "",
+        *replies_lines(runs),
         f"Closed-world re-identification of anonymous updates (seed 001 §6.1.1, Table 3 form), "
         f"{first['users']} users, {first['rounds']} FL rounds. AP is the mean over users of the "
         "per-user average precision, in percent, with its multiple of chance AP; top-1/top-5 are accuracies in percent. "

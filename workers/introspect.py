@@ -199,10 +199,15 @@ class Introspector:
         return doc if isinstance(doc, dict) and {"declarations", "errors"} <= set(doc) else None
 
     def _write_cache(self, path: Path, doc: dict) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc), encoding="utf-8")
-        os.replace(tmp, path)
+        """Keep the declarations for the next run; where the cache cannot be written (a read-only container root) the
+        next run introspects again."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(doc), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as err:
+            print(f"leakbed: declarations not cached ({path.parent}: {err.strerror})", file=sys.stderr)
 
 
 def _read_all(fd: int, limit: int, deadline: float, proc: subprocess.Popen) -> bytes:

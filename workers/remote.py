@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import threading
@@ -28,7 +29,7 @@ from core.entry_points import PluginError
 from core.layout import check_run_id
 from workers import sandbox, transport
 from workers.hosts import LocalHost, LocalLane
-from workers.introspect import Introspector
+from workers.introspect import Introspector, cache_dir
 from workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed
 from workers.tls import TlsFiles, server_credentials
 from workers.transport import pb, pb_grpc
@@ -179,7 +180,14 @@ def run(args: argparse.Namespace) -> int:
     logs = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="leakbed-worker-logs-"))
     scratch = Path(tempfile.mkdtemp(prefix="leakbed-worker-upstream-"))
     host = LocalHost(store, logs, limits, upstream_root=scratch, log_cap=16 << 20, max_reply=1 << 30)
-    gateway = Gateway(host, Introspector(limits))
+    cache = cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        writable = os.access(cache, os.W_OK)
+    except OSError:
+        writable = False
+    # a container's root is read-only: declarations are then cached beside the lanes' scratch, for this worker's life
+    gateway = Gateway(host, Introspector(limits, cache=cache if writable else scratch / "declarations"))
     credentials = server_credentials(tls) if tls else None
     if args.socket:
         Path(args.socket).unlink(missing_ok=True)

@@ -56,9 +56,12 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", l
 
 def print_tables(run_dir: Path) -> None:
     """The closed-world table; beside it the suite's other attacks (plugins included), and where each is written."""
-    from leakbed.report import load_runs, other_attack_rows, table_footnote, table_rows, written_line
+    from leakbed.report import load_runs, other_attack_rows, replies_line, table_footnote, table_rows, written_line
 
     runs = load_runs(run_dir)
+    for rule, run in runs.items():  # first: how many replies failed, and how many users the numbers rest on
+        if run.get("replies"):
+            console.print_plain(replies_line(rule, run["replies"]).replace("**", ""))
     title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
     console.print_table(title, *table_rows(runs), caption=table_footnote(runs))
     header, rows = other_attack_rows(runs)
@@ -76,7 +79,7 @@ def failed_replies(run_dir: Path) -> int:
     for path in sorted(run_dir.glob("*/metrics.json")):
         replies = json.loads(path.read_text()).get("replies")
         if replies and replies.get("too_many_failed"):
-            reasons = "; ".join(f"{n}x {why}" for why, n in list(replies.get("why", {}).items())[:2])
+            reasons = "; ".join(f"{n}x {' '.join(why.split())[:160]}" for why, n in list(replies.get("why", {}).items())[:2])
             print(
                 f"leakbed: run failed: {replies['failed'] + replies['rejected']} of {replies['sampled']} replies of the "
                 f"{path.parent.name} prior failed ({100 * replies['failed_share']:.0f}%, more than fl.max_failed_share "

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
@@ -21,7 +22,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from core import telemetry
 from core.config import build_config
 from core.layout import RunLayout
-from core.processes import descendants
+from core.processes import MARK, descendants
 from core.store import UpdateStore
 from core.training import TrainConfig
 from leakbed.deploy_local import scrape, value
@@ -196,3 +197,76 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
     report = (run / "report.md").read_text()
     assert re.search(r"failed replies [1-9]", report), report
     print(f"\n[faults] run finished {time.monotonic() - killed_at:.0f}s after the SuperNode was killed")
+
+
+def _run_killing_an_actor(tmp_path: Path, procs: Procs, *extra: str) -> tuple[int, Path]:
+    """A run whose ClientApp actor is SIGKILLed (as Ray's memory monitor does) once round 2 has begun."""
+    run = tmp_path / "run"
+    sets = [
+        "data.synthetic.users=6",
+        "data.synthetic.examples_per_user=40",
+        "data.synthetic.image_size=8",
+        "fl.rounds=12",
+        "fl.fraction_train=1.0",
+        'split.priors=["random"]',
+        'attack.suite=["knn"]',
+        "workers.count=1",
+        *extra,
+    ]
+    cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
+    cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
+
+    marks: set[str] = set()
+
+    def actors() -> list[int]:  # Ray's workers are re-parented away from the CLI: found by the run's mark
+        for pid in descendants(cli.popen.pid):
+            try:
+                marks.add(psutil.Process(pid).environ()[MARK])
+            except (psutil.Error, KeyError):
+                continue
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.name().startswith("ray::ClientAppA") and proc.environ().get(MARK) in marks:
+                    found.append(proc.pid)
+            except psutil.Error:
+                continue
+        return found
+
+    def in_round_2() -> bool:
+        progress = run / "random" / "progress.json"
+        return progress.exists() and json.loads(progress.read_text())["round"] >= 1 and bool(actors())
+
+    wait_until(in_round_2, 300, "round 2 with its ClientApp actors", procs)
+    os.kill(min(actors()), signal.SIGKILL)
+    return cli.popen.wait(timeout=600), run
+
+
+@pytest.mark.slow
+def test_a_killed_clientapp_actor_is_replaced_and_the_failures_are_stated(tmp_path: Path, procs: Procs) -> None:
+    """One actor dies mid-run: its message fails, a fresh actor takes its place (leakbed.ray_actors), every later
+    round is served in full, and the report, the console and metrics.json say how many replies failed and why."""
+    code, run = _run_killing_an_actor(tmp_path, procs)
+    assert code == 0, procs.tails()
+    metrics = json.loads((run / "random" / "metrics.json").read_text())
+    replies = metrics["replies"]
+    assert 1 <= replies["failed"] <= 3 and replies["sampled"] == 72 and not replies["too_many_failed"], replies
+    assert any("Actor" in why or "actor" in why for why in replies["why"]), replies
+    rounds = metrics["rounds_log"]
+    last = max(int(r) for r, log in rounds.items() if log["failed"])
+    assert last < 12 and all(rounds[str(r)]["received"] == 6 and not rounds[str(r)]["failed"] for r in range(last + 1, 13))
+    assert replies["users_in_updates"] == 6
+    report = (run / "report.md").read_text()
+    assert report.index("Replies: random prior:") < report.index("Closed-world"), report[:600]
+    assert f"{replies['failed']} of 72 sampled devices' replies failed" in report
+    assert "replies failed or were rejected" in procs.tails()  # the console said it first too
+
+
+@pytest.mark.slow
+def test_a_run_with_too_many_failed_replies_exits_non_zero_keeping_what_it_wrote(tmp_path: Path, procs: Procs) -> None:
+    code, run = _run_killing_an_actor(tmp_path, procs, "fl.max_failed_share=0.0")
+    assert code == 1, procs.tails()
+    err = procs.tails()
+    assert "leakbed: run failed:" in err and "more than fl.max_failed_share 0%" in err, err[-2000:]
+    assert (run / "report.md").exists() and (run / "random" / "metrics.json").exists()  # kept
+    assert "**Warning: random prior:" in (run / "report.md").read_text()
