@@ -65,26 +65,28 @@ def kind_of(pid: int, root: int) -> str:
         return "other"
     line = " ".join(argv)
     first = argv[0] if argv else ""
+    program = os.path.basename(first)
     if first.startswith("ray::"):  # a Ray worker's title: ray::ClientAppActor[.run], ray::IDLE
         return "ClientApp actors" if "ClientAppActor" in first else "Ray idle workers"
-    if "default_worker.py" in line:  # a Ray worker before it took its title
-        return "Ray idle workers"
-    if "workers.inside" in line or os.path.basename(first) in ("bwrap", "setpriv", "prlimit"):
-        return "attack lanes"
-    if "flwr-simulation" in line:
-        return "ServerApp (Simulation Runtime)"
-    if "flower-superexec" in line:
-        return "SuperExec"
-    if "flower-superlink" in line:
-        return "SuperLink"
-    if "gcs_server" in line:
+    if program == "gcs_server":
         return "Ray GCS"
-    if "raylet" in os.path.basename(first):
+    if program == "raylet":
         return "Ray raylet"
-    if "/ray/" in line or "ray start" in line or os.path.basename(first) == "ray":
-        return "Ray other daemons"
-    if any(os.path.basename(a) == "flwr" for a in argv[:2]) and "run" in argv:
+    if program in ("bwrap", "setpriv", "prlimit") or any(a.startswith("workers.inside") for a in argv[:4]):
+        return "attack lanes"
+    script = os.path.basename(argv[1]) if len(argv) > 1 else ""
+    if any(os.path.basename(a) == "default_worker.py" for a in argv[:4]):  # a Ray worker before it took its title
+        return "Ray idle workers"
+    if script == "flwr-simulation":
+        return "ServerApp (Simulation Runtime)"
+    if script == "flower-superexec":
+        return "SuperExec"
+    if script == "flower-superlink":
+        return "SuperLink"
+    if script == "flwr" and "run" in argv:
         return "flwr run (submitter)"
+    if "/ray/" in line or script == "ray" or "setup_worker.py" in line:
+        return "Ray other daemons"
     return "other"
 
 

@@ -1,6 +1,6 @@
 """Shadow updates, one user after another vs batched (core.batched_training), for one round.
 
-``python -m benchmarks.shadow [--repeats 3] [--threads 1 2] [--lm-users 55] [--lm-mean-post 50]``
+``python -m benchmarks.shadow [--repeats 3] [--threads 1 2] [--lm-users 55] [--lm-mean-post 50] [--device cpu]``
 
 Two workloads, each one round of ``attacks.shadow.shadow_updates`` on the round-1 global model:
 
@@ -150,6 +150,15 @@ def _measure(knowledge: Any, snap: Any, threads: int, repeats: int, batch_users:
     return out
 
 
+def _device_name(device: str) -> str:
+    """``cpu``, or the CUDA card's name (the figures depend on it)."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    return f"cuda ({torch.cuda.get_device_name(0)})"
+
+
 def _steps(knowledge: Any, snap: Any) -> int:
     from core.training import TrainConfig, batch_indices
 
@@ -165,17 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lm-mean-post", type=int, default=50, help="median post length [tokens]; 0 = no padding (default 50)")
     p.add_argument("--batch-users", type=int, default=64, help="attack.shadow_batch_users of the batched path (default 64)")
     p.add_argument("--only", choices=["cnn", "lstm_lm"], help="run one workload")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the shadow updates train (default cpu)")
     args = p.parse_args(argv)
 
     workloads = {"cnn": _cnn, "lstm_lm": lambda: _lstm_lm(args.lm_users, args.lm_mean_post)}
     print("== shadow updates of one round: one user at a time vs batched (core.batched_training)")
     print(f"  repeats: {args.repeats} (median), threads: {args.threads}, shadow_batch_users: {args.batch_users}")
-    print(f"  load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; CPU only", flush=True)
+    print(f"  load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; device {_device_name(args.device)}", flush=True)
     summary: dict[str, Any] = {}
     for name, build in workloads.items():
         if args.only and name != args.only:
             continue
         knowledge, snap, note = build()
+        knowledge = replace(knowledge, device=args.device)
         sizes = [len(d) for d in knowledge.prior.values()]
         info: dict[str, Any] = {"users": len(sizes), "prior_examples": sum(sizes), "local_steps": _steps(knowledge, snap)}
         info["data"] = note
@@ -194,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_threads": args.threads[0],
         **summary,
         "load_average": os.getloadavg()[0],
+        "device": _device_name(args.device),
         "ok": ok,
     })
     return 0 if ok else 1

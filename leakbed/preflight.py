@@ -28,6 +28,7 @@ from defenses import registry as defense_registry
 from defenses.contract import DefenseSetting
 from leakbed.cluster import check_ray_address
 from referee.kinds import KINDS
+from server.memory_estimate import check_memory
 from server.plan import sampled_per_round
 from workers.checks import RunFacts, own_checks
 from workers.introspect import for_workers
@@ -91,7 +92,9 @@ def preflight(cfg: ExperimentConfig, priors: list[str] | None = None) -> Experim
         tables = own_checks(decls, dict(cfg.attack.params), own, None if cfg.workers.addresses else limits_for(cfg.workers)[0])
     except ParamsError as err:
         raise ConfigError(str(err)) from None
-    return cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables})})
+    cfg = cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables})})
+    check_memory(cfg, federation(cfg, next(iter(own))), decls)  # a run that cannot fit this machine is refused now
+    return cfg
 
 
 def check_prior(cfg: ExperimentConfig, fed: Federation, decls: dict[str, Declaration]) -> tuple[AttackerKnowledge, RunFacts]:

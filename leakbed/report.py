@@ -327,6 +327,13 @@ def _attacker_lines(run: dict) -> list[str]:
     return lines
 
 
+def _failure_line(name: str, why: str, pool: dict) -> str:
+    """Why an attacker has no result, with its own last error from the pool (the pool's list may show others first)."""
+    own = [e for e in pool.get("errors", []) if f"'{name}'" in e]
+    last = f"; its last error: {error_text(own[-1], own='')}" if own else ""
+    return f"- attacker {untrusted(name, 80)} has no result: {error_text(why, own='')}{last}"
+
+
 def _error_lines(rule: str, pool: dict) -> list[str]:
     """The pool's errors, each labelled with who wrote it (the first ``ERRORS_SHOWN``)."""
     errors = pool.get("errors", [])
@@ -445,7 +452,7 @@ def write_report(run_dir: Path) -> Path:
             *_attack_side_lines(run),
             *_defense_lines(run),
             *_privacy_lines(run),
-            *[f"- attacker {n} has no result: {error_text(why, own='')}" for n, why in run.get("attackers_failed", {}).items()],
+            *[_failure_line(n, why, pool) for n, why in run.get("attackers_failed", {}).items()],
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]

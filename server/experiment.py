@@ -28,7 +28,7 @@ from server.memory_probe import MemoryProbe
 from server.metrics import RunTelemetry, observe_round
 from server.metrics import serve as serve_metrics
 from server.plan import sampled_per_round
-from server.run_parts import FIT_FAILED, Progress, RunParts, prepare_run, train_config
+from server.run_parts import FIT_FAILED, Progress, RunParts, evaluation_threads, prepare_run, train_config
 from server.sampling import TicketSampler
 from server.secagg import CANNOT_RUN, SecAggGrid
 from server.shuffler import Shuffler
@@ -132,7 +132,7 @@ def run_federation(
         utility = run.evaluate(rnd, arrays.to_torch_state_dict())
         if rnd in tap.rounds:
             tap.rounds[rnd].evaluation_seconds = time.perf_counter() - t0
-        probe.mark("evaluation", rnd, pool_depth=pool.depth())
+        probe.mark("evaluation", rnd, pool_depth=pool.depth(), threads=evaluation_threads(cfg, run.device))
         tel.utility(utility["utility"])
         observe_round(tel, rnd, tap.rounds.get(rnd), pool.stats, pool.depth())
         if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:

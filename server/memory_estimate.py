@@ -44,11 +44,13 @@ SKIP_ENV = "LEAKBED_MEMORY_CHECK"  # "0": do not refuse (the estimate is still w
 LAUNCHER = 560.0  # the leakbed CLI: torch, Flower, the preflight
 FLOWER = 260.0  # SuperLink, SuperExec and the `flwr run` that submits the run
 RAY = 330.0  # GCS, raylet, log monitor, client server, dashboard agents, the head's `ray start`
-ACTOR = 560.0  # a ClientApp actor (or the idle worker Ray keeps): torch, Flower, the ClientApp
+ACTOR = 560.0  # a ClientApp actor: torch, Flower, the ClientApp
+IDLE = 160.0  # the workers Ray keeps beside the actors
 SERVER = 620.0  # the Simulation Runtime's process: torch, Flower, Ray's driver, leakbed's ServerApp
-LANE = 620.0  # an attack lane in its sandbox: torch, scikit-learn, the attack
+LANE = 620.0  # the shadow lane in its sandbox: torch, scikit-learn
+LANE_MORE = 120.0  # each further lane: the libraries' pages are shared with the first
 LOADED = 4.0  # a corpus read from a file leaves about this multiple of its arrays in the reader (parsing's heap)
-FIT_COPIES = 3.0  # a fitting lane holds its training vectors about this many times (float32, float64, the model's)
+FIT_COPIES = 4.5  # a fitting lane holds its training vectors about this many times as float32 (float64, the model's)
 EVAL_CHUNK = 64 * MIB  # core.training.EVAL_CHUNK_BYTES
 SHADOW_CHUNK = 2 << 30  # core.batched_training.CPU_CHUNK_BYTES
 
@@ -113,17 +115,20 @@ def estimate(cfg: ExperimentConfig, fed: Federation, declarations: dict[str, Dec
     server = SERVER + corpus_mib * 2 + read + model_mib * 6 + replies + held + shadow_round + evaluation
 
     cpus = cpus or os.cpu_count() or 1
-    actors = max(1, cpus // cfg.simulation.client_cpus) + 1  # and the idle worker Ray keeps
+    actors = max(1, cpus // cfg.simulation.client_cpus)
     per_actor = ACTOR + (0.0 if lazy else corpus_mib * (1 + LOADED)) + 6 * model_mib
 
+    # the lanes peak in the rounds (the shadow lane trains a chunk of users at once) or in the fit after them (the
+    # shadow lane idle, workers.count lanes each holding every shadow and anonymous update)
     updates = cfg.fl.rounds * (users + sampled)  # shadow updates (one per known user a round) and anonymous ones
     fit = FIT_COPIES * updates * width * 4 / MIB
-    shadow_lane = LANE + prior * example / MIB + min(SHADOW_CHUNK / MIB, cfg.attack.shadow_batch_users * 4 * model_mib)
-    lanes = shadow_lane + cfg.workers.count * (LANE + fit)
+    shadow_lane = LANE + prior * example / MIB
+    chunk = min(SHADOW_CHUNK / MIB, min(users, cfg.attack.shadow_batch_users or 1) * 4 * model_mib)
+    lanes = max(shadow_lane + chunk, shadow_lane + cfg.workers.count * (LANE_MORE + fit))
 
     return Estimate((
         Part("the launcher, Flower and Ray", LAUNCHER + corpus_mib * (1 + LOADED) + FLOWER + RAY, ("data.max_users",)),
-        Part(f"ClientApp actors ({actors} x {per_actor / 1024:.1f} GiB)", actors * per_actor,
+        Part(f"ClientApp actors ({actors} x {per_actor / 1024:.1f} GiB)", actors * per_actor + IDLE,
              ("simulation.client_cpus", "data.max_users")),
         Part("ServerApp", server, _server_knobs(evaluation, held, replies)),
         Part(f"attack lanes ({1 + cfg.workers.count})", lanes,

@@ -89,7 +89,7 @@ def _run(inputs: Path, limits: Limits | None) -> bytes:
         if limits is not None and available() == "":
             proc = box.popen([*command, "--inputs", str(inside)], pass_fds=(w,), **io)
         else:  # the run has no sandbox (workers.sandbox off, or none here): a process of its own, never this one
-            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(),  # type: ignore[call-overload]
+            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(plain=True),  # type: ignore[call-overload]
                                     close_fds=True, start_new_session=True, **io)
     finally:
         os.close(w)

@@ -169,7 +169,7 @@ class Introspector:
             if self.limits is not None:
                 proc = Sandbox(self.limits, (), output=False).popen(command, pass_fds=(w,), **io)
             else:
-                env = Sandbox(Limits()).env()
+                env = Sandbox(Limits()).env(plain=True)
                 proc = subprocess.Popen(command, pass_fds=(w,), env=env, close_fds=True, start_new_session=True, **io)  # type: ignore[call-overload]
         finally:
             os.close(w)

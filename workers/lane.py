@@ -161,7 +161,7 @@ class LaneProcess:
             box = Sandbox(self.limits, mounts, output=True, cuda=self.cuda, extra_env=env_extra)
             return box.popen(command, pass_fds=fds, **io)
         self._scratch = Path(tempfile.mkdtemp(prefix="leakbed-lane-"))
-        env = {**Sandbox(Limits()).env(), **env_extra}
+        env = {**Sandbox(Limits()).env(plain=True), **env_extra}
         return subprocess.Popen(command, pass_fds=fds, env=env, cwd=self._scratch, close_fds=True,  # type: ignore[call-overload]
                                 start_new_session=True, **io)
 

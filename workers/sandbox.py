@@ -245,15 +245,18 @@ class Sandbox:
         self._fds.append(fd)
         return fd
 
-    def env(self) -> dict[str, str]:
-        """A scrubbed environment: the attack-side code is found where the spawner had it, nothing else of the run."""
+    def env(self, plain: bool = False) -> dict[str, str]:
+        """A scrubbed environment: the attack-side code is found where the spawner had it, nothing else of the run.
+        ``plain``: for a process of its own where no sandbox can start (nothing is mounted: it sees what this process
+        sees anyway), which also keeps the spawner's own ``PYTHONPATH`` (packages installed with ``--target``)."""
         keep = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
         path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] if plain else []
         return {
             **keep,
             "PATH": path,
             "HOME": "/tmp",
-            "PYTHONPATH": str(code_root()),
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(code_root()), *extra])),
             "PYTHONDONTWRITEBYTECODE": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",

@@ -90,7 +90,7 @@ def _run(inputs: Path, limits: Limits | None, deadline: float) -> bytes:
         if available() == "":
             proc = box.popen([*command, "--inputs", str(inside)], pass_fds=(w,), **io)
         else:
-            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(),  # type: ignore[call-overload]
+            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(plain=True),  # type: ignore[call-overload]
                                     close_fds=True, start_new_session=True, **io)
     finally:
         os.close(w)

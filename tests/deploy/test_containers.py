@@ -178,16 +178,17 @@ def test_attack_workers_cannot_see_the_truth(engine: Engine, plain: stack.Stack)
 
 @pytest.mark.redteam
 def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stack.Stack) -> None:
-    """The break-out probes of ``attacks.breakout``, run inside a live attack-worker container with the
-    container's own user and limits: no service of the stack answers (by name, on its port), no host port,
-    nothing off the machine, no capability, no mount, no user namespace, no /proc/sys, no truth. The same
-    probes on the host find ways out (``tests/redteam/test_breakout.py``). It needs a run's truth to look for: when the
-    stack holds none yet, it submits a small run of its own first (``pytest -m redteam`` runs it alone). The store is
-    read-only to a worker: its one writable folder is its /tmp, and the store is among the folders it must not write."""
+    """The break-out probes of ``attacks.breakout``, run where attack code runs in a live attack-worker container: in
+    a lane's bubblewrap sandbox inside it (``leakbed sandbox-run``, the lane's own sandbox over the read-only store),
+    under the container's user and limits: no service of the stack answers (by name, on its port), no host port,
+    nothing off the machine, no capability, no mount, no user namespace, no /proc/sys, no truth, not the gateway's
+    socket. The same probes on the host find ways out (``tests/redteam/test_breakout.py``). The gateway itself (trusted
+    code, the outer layer) holds all but what bubblewrap needs to build a lane: a user namespace and mounts in it. It
+    needs a run's truth to look for: when the stack holds none yet, it submits a small run of its own first
+    (``pytest -m redteam`` runs it alone)."""
     services = ["superlink:9093", f"serverapp:{compose.SERVER_METRICS_PORT}", "prometheus:9090", "attack-worker-1:9500"]
     services += [f"supernode-{i}:{compose.RUNTIME_PORT + i}" for i in range(SUPERNODES)]
-    argv = ["python3", "-m", "attacks.breakout", "--store", "/tmp", "--outside", "/attack-store", "--scratch", "/tmp"]
-    argv += ["--all-ports"]
+    argv = ["--all-ports"]
     argv += [a for svc in services for a in ("--service", svc)]
     argv += [a for addr in host_addresses() for a in ("--host-address", addr)]
     argv += [a for name in abstract_unix_sockets() for a in ("--abstract", name)]
@@ -202,12 +203,26 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
         made = submit(engine, plain, "redteam-breakout")[1][-3000:] + logs(engine, plain)
         secrets = run_files()
     assert any(p.endswith("truth.jsonl") for p in secrets), f"no truth to look for: {secrets}\n{made}"
-    argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]
-    out = exec_in(engine, plain, "attack-worker-0", *argv)
+    sockets = ["/run/attack-workers/1/worker.sock", "/run/leakbed/worker.sock"]  # the other worker's, its own gateway's
+    argv += [a for path in [*secrets, *sockets] for a in ("--secret", path)]
+    probe = ["python3", "-m", "attacks.breakout"]
+    lane = ["leakbed", "sandbox-run", "--store", "/attack-store", "--", *probe, "--store", "/leakbed/out",
+            "--scratch", "/leakbed/out", "--outside", "/leakbed/inputs", *argv]  # fmt: skip
+    out = exec_in(engine, plain, "attack-worker-0", *lane)
     found = json.loads(out)
     assert set(found) == set(PROBES), out
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
     assert not broken, broken
+    assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
+    # the gateway around the lanes: what bubblewrap needs (a user namespace, mounts in it), nothing more
+    gateway = ["python3", "-m", "attacks.breakout", "--store", "/tmp", "--scratch", "/tmp", "--outside", "/attack-store"]
+    found = json.loads(exec_in(engine, plain, "attack-worker-0", *gateway, *argv))
+    broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
+    assert set(broken) <= {"mount", "kernel-interfaces"}, broken
+    assert broken.get("mount", "mount tmpfs: EPERM").startswith("mount tmpfs: EPERM"), broken  # no mount of its own
+    if "kernel-interfaces" in broken:
+        said = broken["kernel-interfaces"]
+        assert said.count(": ok") == 1 and "unshare(net): ok" in said, said
     assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
 
 

@@ -289,7 +289,7 @@ def check_run_dir(run: Path, prior: str = "random", layout: RunLayout | None = N
     frozen = tomllib.loads((run / "config.toml").read_text())
     assert frozen["split"]["priors"] == [prior], frozen["split"]
     assert frozen["data"]["synthetic"]["users"] == 2 and frozen["data"]["synthetic"]["examples_per_user"] == 40
-    assert frozen["fl"]["rounds"] == 2 and frozen["fl"]["fraction_train"] == 1.0 and frozen["attack"]["workers"] == 1
+    assert frozen["fl"]["rounds"] == 2 and frozen["fl"]["fraction_train"] == 1.0 and frozen["workers"]["count"] == 1
 
     rounds_log = metrics["rounds_log"]
     assert sorted(rounds_log) == [str(r) for r in ROUNDS], rounds_log

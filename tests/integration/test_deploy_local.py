@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.layout import RunLayout
-from leakbed.deploy_local import DeployError, Deployment, scrape, value
+from leakbed.deploy_local import Deployment, scrape, value
 from tests.integration.procs import VENV_BIN, Procs, flower_env, free_port, wait_until
 
 OVERRIDES = [
@@ -40,8 +40,8 @@ def _finished(url: str) -> dict | None:
 @pytest.mark.slow
 def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs, example_plugin: Path) -> None:
     """The deployment runs a third-party plugin as it runs the built-in attacks: installed with pip, its attack in
-    the sandbox behind the remote workers, its defense on the SuperNode of the user who adopts it, its scorer in the
-    ServerApp's referee."""
+    the sandbox behind the remote workers, its defense on the SuperNode of the user who adopts it, its scorer in a
+    scoring sandbox of the ServerApp's host (the referee's process stays plugin-free)."""
     out, port = tmp_path / "deploy", free_port()
     sets = [arg for o in OVERRIDES for arg in ("--set", o)]
     # --hold: /metrics stays up this long after the run; deploy-local (1 s polls) and this test (0.5 s) read it within
@@ -74,17 +74,21 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     # serving only the pool's certificate of the same CA
     assert (out / "certs" / "worker.pem").is_file() and (out / "certs" / "pool.pem").is_file()
     gateways = [(out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2)]
-    assert all("(mutual TLS, sandboxed worker at unix:" in log for log in gateways), gateways
-    # ... the attack code in the sandbox behind each: its own PID namespace (bwrap's init is PID 1), the sandbox user
-    inner = [(out / "logs" / f"attack-worker-{w}" / "worker.log").read_text() for w in range(2)]
+    assert all("(mutual TLS, sandboxed lanes, store root " in log for log in gateways), gateways
+    # ... the attack code in the sandboxes behind each: one per lane, the sandbox user, its own PID namespace (pid 1)
     uid = "uid 65534, " if os.geteuid() == 0 else ""
-    assert all(f"{uid}pid 2)" in log for log in inner), inner
+    for w in range(2):
+        lanes = {p.name: p.read_text() for p in (out / "logs" / f"attack-worker-{w}").glob("*.log")}
+        assert lanes and all(f"{uid}pid 1)" in text for text in lanes.values()), lanes
     experiment = (out / "experiment.toml").read_text()
     for key, name in (("tls_root_cert", "ca.crt"), ("tls_cert", "pool.pem"), ("tls_key", "pool.key")):
         assert f'{key} = "{out / "certs" / name}"' in experiment
     for i in range(3):
         assert "registered successfully" in (out / "logs" / f"register-{i}.log").read_text()
-    assert metrics["pool"]["worker_restarts"] == 0 and sum(metrics["pool"]["tasks_by_worker"].values()) >= 6
+    assert metrics["pool"]["worker_restarts"] == 0, metrics["pool"]
+    # a lane per attack and prior: the shadow lane trained both rounds, each attack lane fitted once
+    lanes = {"random/shadow.training": 2, "random/knn": 1, "random/svm": 1, "random/bias-labels": 1}
+    assert metrics["pool"]["tasks_by_worker"] == lanes, metrics["pool"]["tasks_by_worker"]
     assert not metrics["pool"]["errors"], metrics["pool"]["errors"]
     layout = RunLayout(out / "run")
     assert (layout.store("random") / "anon").is_dir(), "the external workers filed nothing in the run's store"
@@ -108,13 +112,11 @@ def test_a_finished_flwr_run_is_not_a_dead_process(tmp_path: Path) -> None:
     try:
         dep.start("flwr-run-random", [sys.executable, "-c", "pass"]).wait(timeout=60)
         dep.start("attack-worker-0", [sys.executable, "-c", "import time; time.sleep(60)"])
-        dep.check_alive()  # a finished run and a live worker
+        assert dep.check_alive() == ""  # a finished run and a live worker
         dep.start("flwr-run-chrono", [sys.executable, "-c", "raise SystemExit(3)"]).wait(timeout=60)
-        with pytest.raises(DeployError, match="flwr-run-chrono exited with code 3"):
-            dep.check_alive()
+        assert dep.check_alive().startswith("flwr-run-chrono exited with code 3")
         dep.procs.pop("flwr-run-chrono")
         dep.start("supernode-0", [sys.executable, "-c", "pass"]).wait(timeout=60)
-        with pytest.raises(DeployError, match="supernode-0 exited with code 0"):
-            dep.check_alive()
+        assert dep.check_alive().startswith("supernode-0 exited with code 0")
     finally:
         dep.stop(grace=5)

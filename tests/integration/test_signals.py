@@ -24,6 +24,8 @@ TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.s
         "fl.fraction_train=0.5", "fl.rounds=400", 'split.priors=["random", "chrono"]', 'attack.suite=["knn"]',
         "workers.count=1"]  # fmt: skip
 STOPPED_WITHIN = 10.0  # [s] the issue's bound
+# ports a Ray head takes unless told otherwise: GCS, dashboard, client server, dashboard agent, metrics, runtime env agent
+RAY_DEFAULT_PORTS = {6379, 8265, 10001, 52365, 8076, 8080, 61410}
 
 
 def _marks_below(pid: int, homes: set[Path] | None = None) -> set[str]:
@@ -55,6 +57,18 @@ def _marked(marks: set[str]) -> list[str]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return out
+
+
+def _listening(marks: set[str]) -> set[int]:
+    """The TCP ports the marked processes listen on."""
+    ports = set()
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(MARK) in marks:
+                ports |= {c.laddr.port for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return ports
 
 
 def _start(argv: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
@@ -108,6 +122,7 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     _wait_for(running, 300, "the first round", proc, log)
     before = _marked(marks)
     assert any("raylet" in p for p in before) and any("flower-superlin" in p for p in before), before
+    assert not _listening(marks) & RAY_DEFAULT_PORTS  # its private Ray head takes free ports only, and no dashboard
     seconds = _stop(proc, sig, to_group)
     assert proc.returncode == 128 + sig, log.read_text()[-2000:]
     assert seconds < STOPPED_WITHIN, f"stopped after {seconds:.1f} s"

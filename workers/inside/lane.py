@@ -132,6 +132,8 @@ def _warm(kind: str) -> None:
 def serve(fd_in: int, fd_out: int) -> int:
     header, _ = read_frame(fd_in, max_body=0)
     opened = _open(json.loads(header))
+    # where it runs, for whoever reads its log: the sandbox user and the lane as its own PID namespace's first process
+    log.info("%s lane of %s (uid %d, pid %d)", opened.kind, opened.attack, os.getuid(), os.getpid())
     _warm(opened.kind)
     lane = Lane(opened)
     if "torch" in sys.modules:
