@@ -61,7 +61,6 @@ def _cnn() -> tuple[Any, Any, str]:
         prior=fed.prior(),
         corpus_meta=replace(fed.corpus, users={}),
         model=cfg.model,
-        attack=cfg.attack,
         keys=attack_keys(model, cfg.model.attack_layers),
         seed=0,
         device="cpu",
@@ -89,7 +88,7 @@ def _lm_user(rng: np.random.Generator, windows: int, mean_post: int) -> tuple[np
 def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
     import torch
 
-    from core.config import AttackConfig, FLConfig, ModelConfig
+    from core.config import FLConfig, ModelConfig
     from core.data.corpus import Corpus, UserData
     from core.knowledge import AttackerKnowledge
     from core.models import attack_keys, build_model
@@ -106,7 +105,7 @@ def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
     model_cfg = ModelConfig(name="lstm-lm")
     torch.manual_seed(0)
     model = build_model(model_cfg, corpus)
-    knowledge = AttackerKnowledge(prior, corpus, model_cfg, AttackConfig(), attack_keys(model, ["final"]), 0, "cpu")
+    knowledge = AttackerKnowledge(prior, corpus, model_cfg, attack_keys(model, ["final"]), 0, "cpu")
     fl = FLConfig()
     train = TrainConfig(fl.local_epochs, fl.batch_size, fl.lr, fl.optimizer, fl.momentum, fl.local_steps)
     pad = float(np.mean([np.mean(d.y == 0) for d in prior.values()]))

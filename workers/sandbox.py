@@ -221,7 +221,8 @@ class Sandbox:
             fs += ["--chdir", str(OUTPUT)]
         else:
             fs += ["--chdir", "/tmp"]
-        return [*fs, "--remount-ro", "/"]
+        # /dev read-only too: where bwrap runs unprivileged (in a container) its tmpfs belongs to the sandbox's user
+        return [*fs, "--remount-ro", "/dev", "--remount-ro", "/"]
 
     def _gpu(self) -> list[str]:
         """The NVIDIA device nodes and the sysfs the driver reads: only for an attack side on CUDA."""

@@ -203,18 +203,18 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
         made = submit(engine, plain, "redteam-breakout")[1][-3000:] + logs(engine, plain)
         secrets = run_files()
     assert any(p.endswith("truth.jsonl") for p in secrets), f"no truth to look for: {secrets}\n{made}"
-    sockets = ["/run/attack-workers/1/worker.sock", "/run/leakbed/worker.sock"]  # the other worker's, its own gateway's
-    argv += [a for path in [*secrets, *sockets] for a in ("--secret", path)]
+    argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]  # the other worker's
     probe = ["python3", "-m", "attacks.breakout"]
     lane = ["leakbed", "sandbox-run", "--store", "/attack-store", "--", *probe, "--store", "/leakbed/out",
-            "--scratch", "/leakbed/out", "--outside", "/leakbed/inputs", *argv]  # fmt: skip
+            "--scratch", "/leakbed/out", "--outside", "/leakbed/inputs", *argv,
+            "--secret", "/run/leakbed/worker.sock"]  # fmt: skip  (and its own gateway's socket)
     out = exec_in(engine, plain, "attack-worker-0", *lane)
     found = json.loads(out)
     assert set(found) == set(PROBES), out
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
     assert not broken, broken
     assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
-    # the gateway around the lanes: what bubblewrap needs (a user namespace, mounts in it), nothing more
+    # the gateway around the lanes (it serves /run/leakbed/worker.sock itself): what bubblewrap needs, nothing more
     gateway = ["python3", "-m", "attacks.breakout", "--store", "/tmp", "--scratch", "/tmp", "--outside", "/attack-store"]
     found = json.loads(exec_in(engine, plain, "attack-worker-0", *gateway, *argv))
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
