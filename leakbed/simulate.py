@@ -33,6 +33,7 @@ from core.processes import ProcessGroup, free_port, free_ports
 from leakbed import flower, interrupts
 from leakbed.apps import PROGRESS_FILE
 from leakbed.deprecations import reemit
+from leakbed.ray_actors import memory_line
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +316,9 @@ def simulate(
             break
         # Ray's raylet or GCS sometimes fails to come up on a busy 2-core machine; the run is seeded, so a
         # clean second start gives the very same numbers.
-        log.warning("the %s prior left no results (%s); starting it again from scratch", rule, why or "see its log")
+        said = memory_line(log_path.read_text(encoding="utf-8", errors="replace")) if log_path.exists() else ""
+        log.warning("the %s prior left no results (%s; its log: %s); starting it again from scratch", rule,
+                    said or why or "no error in it", log_path)
         for folder in (layout.results(rule), layout.store(rule), layout.referee(rule)):
             shutil.rmtree(folder, ignore_errors=True)
     if not path.exists():
