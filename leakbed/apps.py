@@ -26,13 +26,12 @@ from core.paths import default_run_dir
 from leakbed import ray_actors
 from leakbed.preflight import declarations, preflight, resolve
 from leakbed.report import write_report
+from leakbed.run_state import PROGRESS_FILE  # in a prior's results folder: the last finished round, its utility
 from leakbed.server_defenses import ServerDefenses
 from referee.judge import RunJudge
 from referee.seal import TRUTH_FILE
 from server.experiment import run_federation
 from server.metrics import hold as hold_metrics
-
-PROGRESS_FILE = "progress.json"  # in a prior's results folder: the last finished round and its utility
 
 
 class Refused(RuntimeError):

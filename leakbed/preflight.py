@@ -86,14 +86,18 @@ def preflight(cfg: ExperimentConfig, priors: list[str] | None = None) -> Experim
     cfg = resolve(cfg, decls)
     check_ray_address(cfg)  # simulation.ray_address: a cluster that does not answer stops here, not in Ray's retries
     own: dict[str, tuple[AttackerKnowledge, RunFacts]] = {}
+    first: Federation | None = None  # kept for the memory estimate (any prior's: they run one after another)
     for rule in cfg.split.priors if priors is None else priors:
-        own[rule] = check_prior(cfg, federation(cfg, rule), decls)
+        fed = federation(cfg, rule)
+        first = first or fed
+        own[rule] = check_prior(cfg, fed, decls)
     try:
         tables = own_checks(decls, dict(cfg.attack.params), own, None if cfg.workers.addresses else limits_for(cfg.workers)[0])
     except ParamsError as err:
         raise ConfigError(str(err)) from None
     cfg = cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables})})
-    check_memory(cfg, federation(cfg, next(iter(own))), decls)  # a run that cannot fit this machine is refused now
+    if first is not None:  # a run that cannot fit this machine is refused now
+        check_memory(cfg, first, decls)
     return cfg
 
 

@@ -15,7 +15,7 @@ from core.config import ExperimentConfig
 from core.layout import RunLayout
 
 INTERRUPTED = "interrupted.json"
-PROGRESS_FILE = "progress.json"  # a prior's last finished round (leakbed.apps writes it)
+PROGRESS_FILE = "progress.json"  # a prior's last finished round and its utility (leakbed.apps writes it)
 
 
 def where_stopped(cfg: ExperimentConfig, run_dir: Path) -> dict[str, dict]:
@@ -26,17 +26,19 @@ def where_stopped(cfg: ExperimentConfig, run_dir: Path) -> dict[str, dict]:
         folder = layout.results(rule)
         if (folder / "metrics.json").exists():
             out[rule] = {"state": "finished"}
-        elif (folder / PROGRESS_FILE).exists():
-            try:
-                progress = json.loads((folder / PROGRESS_FILE).read_text(encoding="utf-8"))
-                out[rule] = {"state": "interrupted", "round": int(progress["round"]), "rounds": cfg.fl.rounds}
-            except (OSError, ValueError, KeyError):
-                out[rule] = {"state": "interrupted", "round": 0, "rounds": cfg.fl.rounds}
         elif folder.exists() or layout.referee(rule).exists():
-            out[rule] = {"state": "interrupted", "round": 0, "rounds": cfg.fl.rounds}
+            out[rule] = {"state": "interrupted", "round": _last_round(folder / PROGRESS_FILE), "rounds": cfg.fl.rounds}
         else:
             out[rule] = {"state": "not started"}
     return out
+
+
+def _last_round(progress: Path) -> int:
+    """The last finished round a prior's progress file names; 0 when there is none (yet) or it is unreadable."""
+    try:
+        return int(json.loads(progress.read_text(encoding="utf-8"))["round"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def mark_interrupted(cfg: ExperimentConfig, run_dir: Path, signal_name: str) -> str:

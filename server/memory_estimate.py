@@ -91,9 +91,9 @@ def estimate(cfg: ExperimentConfig, fed: Federation, declarations: dict[str, Dec
     lazy = isinstance(corpus.users, LazyUsers)
     read = 0.0 if lazy else corpus_mib * LOADED  # what reading a file leaves behind, beside the arrays
     split = cfg.split
-    prior = sum(prior_size(n, split.prior_fraction, split.prior_count) for n in sizes.values())
-    test = sum(min(round((n - prior_size(n, split.prior_fraction, split.prior_count)) * cfg.data.test_fraction),
-                   n - prior_size(n, split.prior_fraction, split.prior_count) - 1) for n in sizes.values())
+    priors = {u: prior_size(n, split.prior_fraction, split.prior_count) for u, n in sizes.items()}
+    prior = sum(priors.values())
+    test = sum(min(round((n - priors[u]) * cfg.data.test_fraction), n - priors[u] - 1) for u, n in sizes.items())
 
     model = build_model(cfg.model, corpus)
     params = sum(int(v.numel()) for v in model.state_dict().values())

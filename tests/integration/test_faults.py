@@ -31,6 +31,7 @@ from server.shuffler import TRUTH_KEY
 from tests.conftest import arrays_of, fake_message
 from tests.integration.procs import (
     VENV_BIN,
+    Proc,
     Procs,
     assert_run_completed,
     find_pids,
@@ -98,6 +99,17 @@ def test_malformed_updates_are_rejected_counted_and_not_aggregated(tmp_path, mon
     assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_updates_failed_total", labels) == 4
 
 
+def _start_knn_run(run: Path, procs: Procs, users: int, rounds: int, workers: int, *extra: str) -> Proc:
+    """``leakbed run`` of a small synthetic federation (every user each round, the random prior, kNN) into ``run``."""
+    sets = [
+        f"data.synthetic.users={users}", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
+        f"fl.rounds={rounds}", "fl.fraction_train=1.0", 'split.priors=["random"]', 'attack.suite=["knn"]',
+        f"workers.count={workers}", *extra,
+    ]  # fmt: skip
+    cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
+    return procs.start("leakbed-run", cmd, flower_env(run.parent / "flwr-home"))
+
+
 @pytest.mark.slow
 def test_a_killed_lane_comes_back_and_no_round_is_lost(tmp_path: Path, procs: Procs) -> None:
     """The shadow training's lane (the only lane alive while the federation runs: kNN has no per-round hook) is
@@ -105,18 +117,7 @@ def test_a_killed_lane_comes_back_and_no_round_is_lost(tmp_path: Path, procs: Pr
     round it lost, every round's shadow updates arrive, and everything tapped is still filed exactly once (trusted
     code files the updates, not a lane)."""
     run = tmp_path / "run"
-    sets = [
-        "data.synthetic.users=4",
-        "data.synthetic.examples_per_user=40",
-        "data.synthetic.image_size=8",
-        "fl.rounds=6",  # rounds left after the kill
-        "fl.fraction_train=1.0",
-        'split.priors=["random"]',
-        'attack.suite=["knn"]',
-        "workers.count=2",
-    ]
-    cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
-    cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
+    cli = _start_knn_run(run, procs, users=4, rounds=6, workers=2)  # 6 rounds: rounds left after the kill
     layout = RunLayout(run)
     store = layout.store("random")
 
@@ -202,19 +203,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
 def _run_killing_an_actor(tmp_path: Path, procs: Procs, *extra: str) -> tuple[int, Path]:
     """A run whose ClientApp actor is SIGKILLed (as Ray's memory monitor does) once round 2 has begun."""
     run = tmp_path / "run"
-    sets = [
-        "data.synthetic.users=6",
-        "data.synthetic.examples_per_user=40",
-        "data.synthetic.image_size=8",
-        "fl.rounds=12",
-        "fl.fraction_train=1.0",
-        'split.priors=["random"]',
-        'attack.suite=["knn"]',
-        "workers.count=1",
-        *extra,
-    ]
-    cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in sets for a in ("--set", s)], "--out", str(run)]
-    cli = procs.start("leakbed-run", cmd, flower_env(tmp_path / "flwr-home"))
+    cli = _start_knn_run(run, procs, 6, 12, 1, *extra)
 
     marks: set[str] = set()
 
