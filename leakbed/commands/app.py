@@ -33,6 +33,10 @@ class Group(_PlainHelp, typer.core.TyperGroup):
     pass
 
 
+# every command declares its help names itself: click caches a command's help option the first time a context asks
+# for it, and a context made without the group's (the CLI reference page's) would fix it at ``--help`` alone
+HELP = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
+
 app = typer.Typer(
     name="leakbed",
     help="validate an experiment, run it in the Ray simulation, write and print the report",
@@ -41,7 +45,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # the helps' units are in brackets, which rich would read as markup
     pretty_exceptions_enable=False,
     suggest_commands=False,  # click suggests the closest command itself
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+    context_settings=HELP,
 )
 
 # name, the function, its help, its click context settings: ``leakbed --help`` lists them in this order
@@ -64,7 +68,7 @@ COMMANDS = (
     ("compose", compose.compose, "the deployment as containers: render its files; build, up, down", {}),
 )  # fmt: skip
 for _name, _function, _help, _settings in COMMANDS:
-    app.command(_name, help=_help, short_help=_help, cls=Command, context_settings=_settings or None)(_function)
+    app.command(_name, help=_help, short_help=_help, cls=Command, context_settings={**HELP, **_settings})(_function)
 
 
 @functools.cache

@@ -231,3 +231,12 @@ def test_compose_up_prints_commands_that_work_as_printed(capsys, monkeypatch, tm
 def test_a_mistyped_config_key_is_refused_with_the_closest_one(capsys) -> None:
     assert cli.main(["validate", "--set", "fl.rouns=3"]) == 2
     assert capsys.readouterr().err == "leakbed: error: fl.rouns: Extra inputs are not permitted; did you mean 'rounds'? (got 3)\n"
+
+
+def test_dash_h_is_help_after_the_reference_page_read_the_commands(capsys) -> None:
+    """The CLI reference page makes each command's context without the group's; ``-h`` must stay help afterwards."""
+    from leakbed.reference import cli_page
+
+    cli_page.page()
+    assert cli.main(["sandbox-run", "-h"]) == 0
+    assert "--store" in capsys.readouterr().out
