@@ -433,6 +433,24 @@ class AdversaryConfig(Section):
     )
 
 
+class AuditConfig(Section):
+    """The empirical privacy audit (Andrew et al., ICLR 2024; Steinke et al., NeurIPS 2023): canary clients whose
+    updates are secret random directions, half of them inserted, judged from the aggregates the server releases."""
+
+    canaries: int = Field(0, ge=0, le=4096, description="candidate canary clients, about half inserted; 0 = no audit [count]")
+    rate: float = Field(
+        1.0, gt=0.0, le=1.0, description="share of the inserted canaries that joins each round (fixed count) [fraction]"
+    )
+    norm: float = Field(
+        0.0, ge=0.0, le=1e6,
+        description="a canary update's L2 norm; 0 = the clipping norm of the run's DP defense (1.0 without one) [L2 norm]",
+    )
+    confidence: float = Field(0.95, ge=0.5, le=0.999, description="confidence of the one-run lower bound [probability]")
+    delta: float = Field(
+        1e-5, gt=0.0, lt=1.0, description="delta of the estimates in a run without a DP defense [probability]"
+    )
+
+
 class ExperimentConfig(Section):
     """A whole experiment: data, split, model, FL, attacks and simulation resources."""
 
@@ -451,11 +469,21 @@ class ExperimentConfig(Section):
     shuffler: ShufflerConfig = ShufflerConfig()
     adversary: AdversaryConfig = AdversaryConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    audit: AuditConfig = AuditConfig()
 
     @model_validator(mode="before")
     @classmethod
     def _moved_keys(cls, tree: Any) -> Any:
         return move_keys(tree) if isinstance(tree, dict) else tree
+
+    @model_validator(mode="after")
+    def _audit_path(self) -> ExperimentConfig:
+        if self.audit.canaries and self.fl.secure_aggregation == "secagg+":
+            raise ValueError(
+                "audit.canaries needs the plain aggregation path (a canary cannot join SecAgg+'s masked sum): set "
+                "audit.canaries = 0 or fl.secure_aggregation = 'none'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _needs_path(self) -> ExperimentConfig:

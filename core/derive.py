@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-PURPOSES = ("attacker", "sampling", "node-ids", "secagg")
+PURPOSES = ("attacker", "sampling", "node-ids", "secagg", "audit")
 
 
 def derived_seed(seed: int, purpose: str) -> int:

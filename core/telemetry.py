@@ -77,6 +77,12 @@ AGGREGATION_DURATION = _server_histogram(
 ATTACK_QUEUE_DEPTH = _server_gauge("leakbed_attack_queue_depth", "Tasks waiting in the bounded attack queue [tasks].")
 ATTACK_LAG_ROUNDS = _server_gauge("leakbed_attack_lag_rounds", "How many rounds the attack side trails the FL run [rounds].")
 UTILITY = _server_gauge("leakbed_utility", "Utility of the global model on held-out data [ratio].", ("prior", "defense"))
+PRIVACY_EPSILON = _server_gauge(
+    "leakbed_privacy_epsilon",
+    "ε of the run's privacy: the accountant's (estimate=accountant, or accountant-amplified) and the empirical audit's "
+    "(andrew, lower-bound) for a view (all-iterates, final-model); +Inf without a finite guarantee [epsilon].",
+    ("prior", "defense", "estimate", "view"),
+)
 ATTACK_AP = _server_gauge("leakbed_attack_ap", "Mean average precision of the attack [ratio].", ATTACK_LABELS)
 ATTACK_X_CHANCE = _server_gauge("leakbed_attack_x_chance", "Attack AP divided by chance AP [multiple].", ATTACK_LABELS)
 ATTACK_TOP1 = _server_gauge("leakbed_attack_top1", "Top-1 accuracy of the attack [ratio].", ATTACK_LABELS)

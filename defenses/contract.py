@@ -113,6 +113,16 @@ class Defense:
         """A Flower Mod around the device's train handler (update level), or None."""
         return None
 
+    def canary_mod(self, params: Any, seed: int) -> Mod | None:  # noqa: ARG002
+        """The Mod a privacy audit's canary client passes through, as an adopting device's reply would (the
+        update-level mechanism whose ε the audit checks: clipping, local noise); ``seed`` is the canary's and the
+        round's. None: the defense does nothing to an update on a device."""
+        return None
+
+    def clip(self, params: Any) -> float | None:  # noqa: ARG002
+        """The L2 norm it bounds each update to (a canary's norm by default), or None."""
+        return None
+
     def wrap_strategy(self, strategy: Strategy, params: Any, ctx: ServerContext) -> Strategy:  # noqa: ARG002
         """Its server half around the curious strategy (the product applies it), or the strategy itself."""
         return strategy

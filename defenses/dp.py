@@ -73,10 +73,15 @@ def local_dp_mod(params: DPParams) -> Mod:
 
 def seeded(mod: Mod, ctx: DeviceContext) -> Mod:
     """``mod`` with NumPy's global generator (Flower's DP Mods draw from it) seeded per user and round."""
+    return seeded_by(mod, zlib.crc32(f"{ctx.plan.seed}/{ctx.round}/{ctx.user}/dp".encode()))
+
+
+def seeded_by(mod: Mod, seed: int) -> Mod:
+    """``mod`` with NumPy's global generator seeded with ``seed`` while it runs, restored after."""
 
     def run(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
         state = np.random.get_state()
-        np.random.seed(zlib.crc32(f"{ctx.plan.seed}/{ctx.round}/{ctx.user}/dp".encode()))
+        np.random.seed(seed % 2**32)
         try:
             return mod(msg, context, call_next)
         finally:
@@ -142,6 +147,12 @@ class DPFedAvg(Defense):
     def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
         return seeded(fixedclipping_mod, ctx)
 
+    def canary_mod(self, params: DPParams, seed: int) -> Mod | None:
+        return fixedclipping_mod  # the clipping norm comes in the round's message, from the server's wrapper
+
+    def clip(self, params: DPParams) -> float | None:
+        return params.clip
+
     def wrap_strategy(self, strategy: Strategy, params: DPParams, ctx: ServerContext) -> Strategy:
         return SeededDpFixedClipping(strategy, params, ctx.sampled, ctx.seed)
 
@@ -172,6 +183,12 @@ class LocalDP(Defense):
 
     def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
         return seeded(local_dp_mod(params), ctx)
+
+    def canary_mod(self, params: DPParams, seed: int) -> Mod | None:
+        return seeded_by(local_dp_mod(params), seed)
+
+    def clip(self, params: DPParams) -> float | None:
+        return params.clip
 
     def privacy(self, params: DPParams, ctx: ServerContext, adopters: int, releases: int) -> dict | None:
         z, c = params.noise_multiplier, params.clip

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from core.tables import markdown_table
+from leakbed.audit_report import audit_section
 from studies.sections import analysis_lines, participant_lines
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
@@ -68,10 +69,11 @@ def prior_label(rule: str, run: dict) -> str:
 
 def combined_metrics(runs: dict[str, dict]) -> dict[str, dict]:
     """``{"attack_sandbox": {prior: how the attack code was confined}, prior: {attacker: {ap, chance_ap,
-    x_chance, top1, top5}}}``: how the attack side ran comes first."""
+    x_chance, top1, top5}}}``: how the attack side ran comes first, then each audited prior's ε estimates."""
     sandbox = {rule: run.get("attack_sandbox", "unknown (a run from before the sandbox)") for rule, run in runs.items()}
     scores = {rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()} for rule, run in runs.items()}
-    return {"attack_sandbox": sandbox, **scores}
+    audits = {rule: run["audit"] for rule, run in runs.items() if run.get("audit")}
+    return {"attack_sandbox": sandbox, **({"privacy_audit": audits} if audits else {}), **scores}
 
 
 def sandbox_line(runs: dict[str, dict]) -> str:
@@ -429,6 +431,7 @@ def write_report(run_dir: Path) -> Path:
         markdown_table(header, rows),
         *(["", f"\\{note}"] if (note := table_footnote(runs)) else []),  # escaped: "* ..." would be a bullet
         "",
+        *audit_section(runs),
         "## Per prior",
         "",
     ]

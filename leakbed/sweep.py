@@ -23,6 +23,7 @@ from typing import Any
 from core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from core.declaration import reid_names
 from core.tables import markdown_table
+from defenses.registry import params_of
 from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 
@@ -174,6 +175,17 @@ def _epsilon(run: dict) -> float | None:
     return max(eps) if eps else None
 
 
+def _audited(run: dict, key: str) -> float | None:
+    """The audit's all-iterates ``key`` (``epsilon_andrew``, ``epsilon_lower_bound``), or None without an audit."""
+    est = run.get("audit", {}).get("all iterates")
+    return float(est[key]) if est else None
+
+
+def _noise(cfg: ExperimentConfig) -> float | None:
+    z = [float(params_of(d).noise_multiplier) for d in cfg.defenses if hasattr(params_of(d), "noise_multiplier")]
+    return max(z) if z else None
+
+
 def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
     """One row per (point, prior): utility normalised by the baseline's, each attacker's × chance, ε if DP."""
     base = load_runs(out / BASELINE)
@@ -194,6 +206,9 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     "utility": util,
                     "utility_norm": util / ref if ref else float("nan"),
                     "epsilon": _epsilon(run),
+                    "noise_multiplier": _noise(cfg),
+                    "epsilon_emp": _audited(run, "epsilon_andrew"),
+                    "epsilon_lower_bound": _audited(run, "epsilon_lower_bound"),
                     "failed_replies": sum(r["failed"] + r["rejected"] for r in run["rounds_log"].values()),
                     "released": run.get("shuffler", {}).get("released"),
                     "withheld": run.get("shuffler", {}).get("withheld"),
@@ -249,13 +264,19 @@ def _plot(rows: list[dict], attackers: list[str], path: Path) -> None:
     plt.close(fig)
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     """``tradeoff.json``, ``tradeoff.png`` and ``report.md`` with the trade-off table."""
     rows = tradeoff_rows(points, out)
     attackers = reid_names(declarations(points[BASELINE]), points[BASELINE].attack.suite)
     (out / "tradeoff.json").write_text(json.dumps(rows, indent=2))
     _plot(rows, attackers, out / "tradeoff.png")
+    audited = any(r["epsilon_emp"] is not None for r in rows)
     header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]
+    header += ["z", "ε_emp (Andrew)", "ε lower bound"] if audited else []
     header += [f"{ATTACKER_LABELS.get(a, a)} AP (× chance)" for a in attackers]
     suite = [k.removeprefix("suite:").removesuffix("_x_chance") for k in rows[0] if k.startswith("suite:")] if rows else []
     header += [f"{s} × chance" for s in suite]
@@ -264,13 +285,17 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         "",
         "Each point is a full run (its own folder and report); utility is normalised by the baseline "
         "(the same config without defenses). Re-identification in the seed's Table 3 form: AP % (× chance). "
-        "ε: the (ε, δ) spent by a DP defense over the run (δ in its run's metrics.json), - where none applies.",
+        "ε: the (ε, δ) spent by a DP defense over the run (δ in its run's metrics.json), - where none applies. "
+        "Where the points were audited (audit.canaries), ε_emp and the lower bound are the canaries' estimates of ε "
+        "from all iterates (each run's report has both views).",
         "",
     ]
     cells = []
     for r in rows:
         eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
         row = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
+        if audited:
+            row += [_cell(r["noise_multiplier"]), _cell(r["epsilon_emp"]), _cell(r["epsilon_lower_bound"])]
         row += [
             "fit failed" if math.isnan(r[f"{a}_ap"]) else f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)"
             for a in attackers

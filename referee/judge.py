@@ -11,8 +11,10 @@ import logging
 
 from core.config import ExperimentConfig
 from core.declaration import Declaration
+from core.derive import derived_seed
 from core.layout import RunLayout
 from core.store import UpdateStore
+from referee.canaries import CanaryAudit
 from referee.context import ScoreContext
 from referee.schemas import OutputsError
 from referee.score_participant import score_participants
@@ -35,6 +37,11 @@ class RunJudge:
         self._store = UpdateStore(layout.store(rule))
         self._out = layout.results(rule)
         self._outputs = layout.outputs(rule)
+
+    def canaries(self, keys: list[str], shapes: dict[str, tuple], norm: float) -> CanaryAudit:
+        """The privacy audit's canaries (``audit.*``) over the model entries ``keys``: their secret stays here."""
+        audit = self._cfg.audit
+        return CanaryAudit(audit.canaries, audit.rate, norm, keys, shapes, derived_seed(self._cfg.seed, "audit"))
 
     def _context(self, name: str, truth: Referee, groups: dict[str, set[str]] | None = None) -> ScoreContext:
         decl = self._declarations[name]

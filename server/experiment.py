@@ -22,6 +22,7 @@ from core.config import ExperimentConfig
 from core.declaration import Declaration, needs_of, reid_names
 from core.derive import derived_seed
 from core.layout import RunLayout
+from server.canaries import Auditor, CanaryStrategy, audit_summary, canary_audit
 from server.halves import ServerHalves
 from server.judge import Judge
 from server.memory_probe import MemoryProbe
@@ -48,9 +49,11 @@ def runnable(cfg: ExperimentConfig, declarations: dict[str, Declaration]) -> lis
     return [n for n in cfg.attack.suite if declarations[n].needs.level == "aggregate"]
 
 
-def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str]) -> CuriousTap:
-    """The curious tap around the defenses' server halves around FedAvg; the tap samples each round's cohort
-    and the inner FedAvg takes all of it."""
+def build_tap(
+    run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str], audit: Auditor | None = None
+) -> CuriousTap:
+    """The curious tap around the audit's canaries (if any) around the defenses' server halves around FedAvg; the
+    tap samples each round's cohort and the inner FedAvg takes all of it (and the round's canaries)."""
     cfg, users = run.cfg, run.fed.user_ids
     fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0, min_available_nodes=1)
     shuffler = Shuffler(
@@ -67,8 +70,9 @@ def build_tap(run: RunParts, halves: ServerHalves, pool: AttackPool, names: list
         len(users),
         cfg.fl.startup_timeout,
     )
+    inner = halves.wrap(fedavg, users, sampled_per_round(cfg, len(users)) + (audit.per_round if audit else 0))
     return CuriousTap(
-        halves.wrap(fedavg, users, sampled_per_round(cfg, len(users))),
+        CanaryStrategy(inner, audit, halves) if audit else inner,
         sampler=sampler,
         shuffler=shuffler,
         pool=pool,
@@ -146,8 +150,9 @@ def run_federation(
     pool = run.pool(names, on_fit=interim_score)
     probe.mark("attack pool start")
     tel.confined(pool.sandboxed or not pool.local)
+    audit = canary_audit(cfg, run.model, halves, judge.canaries) if cfg.audit.canaries and not secagg else None
     try:
-        tap = build_tap(run, halves, pool, names)
+        tap = build_tap(run, halves, pool, names, audit)
         loop_grid = SecAggGrid(grid, cfg.fl.secagg, cfg.fl.round_timeout) if secagg else grid
         run.timed(
             "fl",
@@ -182,13 +187,16 @@ def run_federation(
         # attacks by adversarial participants (devices), reported apart from the server's
         "participant_attacks": judge.participants(),
         "rounds_log": {str(r): vars(s) for r, s in sorted(tap.rounds.items())},
-        "privacy": halves.privacy(users, sampled_per_round(cfg, len(users)), tap.releases),
+        "privacy": (privacy := halves.privacy(users, sampled_per_round(cfg, len(users)), tap.releases)),
+        **({"audit": audit_summary(audit, privacy, cfg, len(users))} if audit else {}),
         "shuffler": tap.shuffler_stats(),
     }
     (run.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     probe.mark("scoring")
     for name, result in scores.items():
         tel.attack(name, result)
+    if "audit" in summary:
+        tel.audit(summary["audit"])
     tel.pool(pool.stats, 0)
     tel.finished(run.out)
     return summary

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from flwr.app import Message
+from flwr.clientapp.typing import ClientAppCallable
 from flwr.serverapp.strategy import Strategy
 
 
@@ -17,6 +19,14 @@ class ServerHalves(Protocol):
 
     def wrap(self, strategy: Strategy, users: list[str], sampled: int) -> Strategy:
         """``strategy`` inside every defense's server half, in config order."""
+        ...
+
+    def clip(self) -> float | None:
+        """The L2 norm the defenses bound each update to, or None."""
+        ...
+
+    def canary(self, train: Message, reply: ClientAppCallable, rnd: int, canary: int) -> Message:
+        """A privacy audit's canary reply to ``train`` after the device-side mechanisms a real reply passes."""
         ...
 
     def privacy(self, users: list[str], sampled: int, releases: int) -> list[dict]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from server.canaries import Auditor
+
 
 class Judge(Protocol):
     def interim(self, name: str) -> dict:
@@ -21,6 +23,11 @@ class Judge(Protocol):
 
     def participants(self) -> dict:
         """Attacks by adversarial devices, scored apart from the server's."""
+        ...
+
+    def canaries(self, keys: list[str], shapes: dict[str, tuple], norm: float) -> Auditor:
+        """The privacy audit's canaries over the model entries ``keys`` at L2 norm ``norm``; their secret (directions,
+        who is inserted) stays with the referee."""
         ...
 
     def users_sealed(self) -> int:

@@ -108,6 +108,21 @@ class RunTelemetry:
         for sub, sub_metrics in metrics.get("exports", {}).items():  # e.g. metadata fused with a weight attacker
             self.attack(sub, sub_metrics)
 
+    def audit(self, summary: dict) -> None:
+        """The audit's ε estimates beside the accountant's (``server.canaries.audit_summary``); bounded labels."""
+        gauge = t.PRIVACY_EPSILON
+        for estimate, key in (("accountant", "epsilon_accountant"), ("accountant-amplified", "epsilon_accountant_amplified")):
+            if key in summary:
+                value = summary[key]
+                gauge.labels(prior=self.prior, defense=self.defense, estimate=estimate, view="all-iterates").set(
+                    float("inf") if value is None else float(value)
+                )
+        for view in ("all iterates", "final model"):
+            for estimate, key in (("andrew", "epsilon_andrew"), ("lower-bound", "epsilon_lower_bound")):
+                if view in summary:
+                    labels = {"prior": self.prior, "defense": self.defense, "estimate": estimate, "view": view.replace(" ", "-")}
+                    gauge.labels(**labels).set(float(summary[view][key]))
+
     def finished(self, run_dir: Path) -> None:
         """Mark the run done and keep the final exposition next to its metrics.json."""
         t.RUN_FINISHED.labels(prior=self.prior).set(1)

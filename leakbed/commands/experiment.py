@@ -56,6 +56,7 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", l
 
 def print_tables(run_dir: Path) -> None:
     """The closed-world table; beside it the suite's other attacks (plugins included), and where each is written."""
+    from leakbed.audit_report import HEADER, audit_caption, audit_rows
     from leakbed.report import load_runs, other_attack_rows, replies_line, table_footnote, table_rows, written_line
 
     runs = load_runs(run_dir)
@@ -64,6 +65,9 @@ def print_tables(run_dir: Path) -> None:
             console.print_plain(replies_line(rule, run["replies"]).replace("**", ""))
     title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
     console.print_table(title, *table_rows(runs), caption=table_footnote(runs))
+    if audited := audit_rows(runs):
+        console.print_table("Empirical privacy audit: ε estimated from canaries vs the accountant's", HEADER, audited,
+                            caption=audit_caption(runs))  # fmt: skip
     header, rows = other_attack_rows(runs)
     if rows:
         console.print_table("Other attacks (scored by the referee; details in the report)", header, rows)

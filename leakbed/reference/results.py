@@ -12,6 +12,7 @@ produced it; a page marks where a table goes with ``<!-- generated: <name> -->``
     python -m leakbed.reference.results summarize membership RUN_DIR --name NAME --label LABEL --command "leakbed run ..."
     python -m leakbed.reference.results summarize pixel-sweep SWEEP_DIR --name NAME --command "leakbed sweep ..."
     python -m leakbed.reference.results summarize metadata RUN_OR_SWEEP_DIR --name NAME --label LABEL --command "..."
+    python -m leakbed.reference.results summarize audit SWEEP_OR_RUN_DIR --name NAME --command "leakbed sweep ..."
     python -m leakbed.reference.results write          # rewrite every generated table of docs/ and README.md
 
 ``tests/docs/test_results.py`` re-renders every table and fails when a page and its summary disagree.
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.tables import markdown_table
+from leakbed.reference.audit_results import audit_table, summarize_audit
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "results" / "data"
@@ -39,7 +41,7 @@ ATTACKERS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 def summarize_run(run_dir: Path, command: str) -> dict:
     """The closed-world numbers of a finished ``leakbed run``: per prior and attacker AP, chance AP, top-1/5."""
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    priors = [p for p in metrics if isinstance(metrics[p], dict) and p != "attack_sandbox"]
+    priors = [p for p in metrics if isinstance(metrics[p], dict) and p not in ("attack_sandbox", "privacy_audit")]
     table = {p: {a: {k: metrics[p][a][k] for k in ("ap", "chance_ap", "x_chance", "top1", "top5")}
                  for a in ATTACKERS if a in metrics[p]} for p in priors}  # fmt: skip
     users = json.loads((run_dir / priors[0] / "metrics.json").read_text())["users"]
@@ -413,12 +415,14 @@ RENDER_MANY: dict[str, Callable[[list[dict]], str]] = {
     "property": property_table,
     "participant": participant_table,
     "membership": membership_table,
+    "audit": audit_table,
 }
 SUMMARIZE: dict[str, Callable[[Path, str], dict]] = {
     "run": summarize_run,
     "sweep": summarize_sweep,
     "suite": summarize_suite,
     "pixel-sweep": summarize_pixel_sweep,
+    "audit": summarize_audit,
 }
 SUMMARIZE_LABELLED: dict[str, Callable[[Path, str, str], dict]] = {  # kinds whose rows name their run
     "metadata": summarize_metadata,
