@@ -116,18 +116,35 @@ def terminate(pids: Iterable[int], grace: float = 10.0) -> list[int]:
             proc.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, left = psutil.wait_procs(procs, timeout=grace)
+    left = _wait_ended(procs, grace)
     killed = []
     for proc in left:
         try:
-            if proc.status() == psutil.STATUS_ZOMBIE:  # it has ended: its (new) parent has not reaped it yet
-                continue
             proc.kill()
             killed.append(proc.pid)
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(left, timeout=5)
+    _wait_ended(left, 5.0)
     return killed
+
+
+def _ended(proc: psutil.Process) -> bool:
+    """Gone, or a zombie: it has ended, and its (new) parent has not reaped it yet (psutil's ``wait_procs`` would wait
+    its whole timeout on one that is not our child)."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process of ``procs`` has ended, at most ``timeout`` seconds; the ones still running."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in procs if not _ended(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if not _ended(p)]
+    return left
 
 
 def terminate_tree(root: int, grace: float = 10.0) -> None:

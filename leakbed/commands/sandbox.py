@@ -43,7 +43,9 @@ KeyFile = Annotated[str | None, text("its private key (PEM) [path]", "PEM")]
 CaFile = Annotated[str | None, text("the run's CA (PEM): only clients with a certificate it signed are served [path]", "PEM")]
 Insecure = Annotated[bool, flag("--insecure", "plaintext, no client check: only on a network nobody else joins [flag]")]
 Mode = Annotated[str, choice(["auto", "on", "off"], "run each lane sandboxed; auto: where a sandbox can start [mode]")]
-LogDir = Annotated[str | None, text("the lanes' log folder; none: a new temporary folder [path]", "DIR")]
+LogDir = Annotated[
+    str | None, text("the lanes' log folder; none: a new temporary folder, removed when it stops [path]", "DIR")
+]
 Warm = Annotated[bool, flag("--warm", "accepted for compatibility; lanes warm up on their own [flag]")]
 
 
@@ -93,7 +95,9 @@ def attack_worker(
     warm: Warm = False,
 ) -> int:
     """``workers.remote.run`` with these options (the namespace its own parser, ``python -m workers.remote``, makes):
-    it serves until SIGTERM/SIGINT."""
+    it serves until SIGTERM, SIGINT or SIGHUP, then ends every lane, removes its socket and the temporary folders it
+    made, and exits 0, the way a worker ends (a second signal ends the lanes at once, and it exits 128 + its number).
+    Its own handlers take over from leakbed's interrupt (``leakbed.interrupts``) once it has checked its options."""
     from workers import remote
 
     if (port is None) == (socket is None):

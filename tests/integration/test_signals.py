@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import grpc
 import psutil
 import pytest
 
 from core.processes import MARK
 from tests.integration.procs import VENV_BIN, free_ports
+from tests.workers import kit
+from workers import transport
+from workers.sandbox import available
+from workers.transport import pb, pb_grpc
 
 pytestmark = pytest.mark.slow
 TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
@@ -71,8 +79,8 @@ def _listening(marks: set[str]) -> set[int]:
     return ports
 
 
-def _start(argv: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+def _start(argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
     with log.open("wb") as out:  # the command in a group of its own, as a terminal's foreground job
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
 
@@ -210,3 +218,76 @@ def test_sandbox_run_ends_its_sandbox(tmp_path: Path, sig: signal.Signals) -> No
     assert inside
     assert _stop(proc, sig, to_group=False) < STOPPED_WITHIN and proc.returncode == 128 + sig
     assert not [p for p in inside if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _lane(stub: pb_grpc.LaneServiceStub, output: str) -> pb.LaneRef:
+    """Have the worker start one lane (knn over the store ``r``), as a pool's ``RemoteLane.start`` does."""
+    doc = {"key": f"r/{output}", "kind": "attack", "attack": "knn", "output": output, "params": {"k": 3}}
+    return stub.Start(pb.LaneStart(run=transport.run_msg("r"), spec_json=json.dumps(doc)), timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("sig", "to_group", "where", "mode"),
+    [(signal.SIGINT, True, "socket", "auto"), (signal.SIGTERM, False, "port", "auto"),
+     (signal.SIGHUP, False, "socket", "auto"), (signal.SIGTERM, False, "port", "off")],
+    ids=["INT", "TERM", "HUP", "TERM-unsandboxed"],
+)  # fmt: skip
+def test_attack_worker_ends_its_lanes_socket_and_folders(
+    tmp_path: Path, sig: signal.Signals, to_group: bool, where: str, mode: str
+) -> None:
+    """``leakbed attack-worker`` serving two lanes (each a sandbox, or with ``--sandbox off`` a process with a
+    scratch folder of its own), both busy (frozen, so neither answers its stop frame): a stop signal ends both lanes
+    at once, removes its socket and the temporary folders it made
+    (its default log folder, the lanes' upstream scratch), frees its port, and exits 0: a stop signal is how a worker
+    ends (its other tests, and service managers, read 0 as a clean stop)."""
+    if mode == "auto" and (why := available()):
+        pytest.skip(f"no sandbox here: {why}")
+    store, tmp, log = tmp_path / "store", tmp_path / "tmp", tmp_path / "cli.log"
+    kit.fill_store(store / "r")
+    tmp.mkdir()  # its TMPDIR: whatever temporary folder it makes is in here, and must be gone afterwards
+    sock_dir = Path(tempfile.mkdtemp(prefix="lkw-", dir="/tmp"))  # a socket path must fit 107 bytes
+    sock = sock_dir / "w.sock"
+    (port,) = free_ports(1)
+    place = ["--socket", str(sock)] if where == "socket" else ["--port", str(port)]
+    argv = [str(VENV_BIN / "leakbed"), "attack-worker", "--store", str(store), "--insecure", "--sandbox", mode, *place]
+    proc = _start(argv, log, env={"TMPDIR": str(tmp)})
+    address = f"unix:{sock}" if where == "socket" else f"127.0.0.1:{port}"
+    channel = grpc.insecure_channel(address)
+    marks: set[str] = set()
+    try:
+        _wait_for(lambda: "listening on" in log.read_text(), 60, "the worker's listening line", proc, log)
+        stub = pb_grpc.LaneServiceStub(channel)
+        assert all(_lane(stub, name).lane_id for name in ("knn", "knn2"))
+        marks = _marks_below(proc.pid)
+        lanes = [p for p in psutil.Process(proc.pid).children(recursive=True) if "workers.inside.lane" in " ".join(p.cmdline())]
+        assert len(lanes) >= 2 and marks, (lanes, marks)  # the lanes carry the worker's mark
+        for lane in lanes:  # each lane frozen mid-task: deaf to the stop frame, it is killed after its grace
+            if lane.name() != "bwrap":
+                lane.suspend()
+        made = sorted(p.name for p in tmp.iterdir())
+        assert any(n.startswith("leakbed-worker-") for n in made), made
+        if mode == "off":
+            assert sum(n.startswith("leakbed-lane-") for n in made) == 2, made
+        seconds = _stop(proc, sig, to_group)
+        socket_left = sock.exists()
+    finally:
+        channel.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        left = _marked(marks)
+        for pid in left:  # never leave them running, whatever the assertions below say
+            os.kill(int(pid.split()[0]), signal.SIGKILL)
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    text = log.read_text()
+    print(f"\n[signals] attack-worker {sig.name} ({where}, sandbox {mode}): stopped in {seconds:.2f} s")
+    assert proc.returncode == 0, (proc.returncode, text[-2000:])
+    assert seconds < STOPPED_WITHIN, f"stopped after {seconds:.1f} s"
+    assert not left, f"left behind: {left}"
+    assert not [p for p in lanes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not socket_left, f"its socket {sock} is still there"
+    assert not list(tmp.iterdir()), f"temporary folders left: {sorted(p.name for p in tmp.iterdir())}"
+    assert not _listening(marks)
+    with socket.socket() as s:  # nothing listens on its port any more
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    assert f"stopped by {sig.name}: every lane ended, its " in text, text[-2000:]
