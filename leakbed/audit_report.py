@@ -8,6 +8,7 @@ lower bound at its confidence, and the ratio the issue's goal reads (lower bound
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from core.tables import markdown_table
 
@@ -69,3 +70,36 @@ def audit_section(runs: dict[str, dict]) -> list[str]:
     if not rows:
         return []
     return ["## Empirical privacy audit", "", markdown_table(HEADER, rows), "", audit_caption(runs), ""]
+
+
+def plot_epsilon(rows: list[dict], path: Path) -> bool:
+    """The sweep's privacy figure: per defense, the accountant's ε, ε_emp and the lower bound against the noise
+    multiplier (log scale), each point labelled with its utility; False (nothing written) without audited points."""
+    points = [r for r in rows if r.get("epsilon_emp") is not None and r.get("noise_multiplier") is not None]
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for n, label in enumerate(dict.fromkeys(r["defense"] for r in points)):
+        curve = sorted((r for r in points if r["defense"] == label), key=lambda r: r["noise_multiplier"])
+        z = [r["noise_multiplier"] for r in curve]
+        color = f"C{n}"
+        if all(r["epsilon"] is not None for r in curve):
+            ax.plot(z, [r["epsilon"] for r in curve], "-", color=color, marker="o", label=f"{label}: ε accountant")
+        ax.plot(z, [r["epsilon_emp"] for r in curve], "--", color=color, marker="s", label=f"{label}: ε_emp (Andrew)")
+        ax.plot(z, [max(r["epsilon_lower_bound"], 1e-2) for r in curve], ":", color=color, marker="^",
+                label=f"{label}: lower bound (Steinke)")  # fmt: skip
+        for r in curve:
+            ax.annotate(f"u {r['utility']:.2f}", (r["noise_multiplier"], r["epsilon_emp"]), fontsize=6,
+                        textcoords="offset points", xytext=(3, 3))  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="noise multiplier z", ylabel="ε (δ of the defense)",
+           title="Privacy spent: accountant vs the canaries' audit (all iterates)")  # fmt: skip
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -24,6 +24,7 @@ from core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from core.declaration import reid_names
 from core.tables import markdown_table
 from defenses.registry import params_of
+from leakbed.audit_report import plot_epsilon
 from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 
@@ -312,6 +313,8 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         lines += ["", "Shuffler batching withholds the last updates that never fill a batch: "]
         lines += [f"- {r['point']} ({r['prior']}): {r['released']} released, {r['withheld']} withheld" for r in batched]
     lines += ["", "![trade-off](tradeoff.png)", ""]
+    if plot_epsilon(rows, out / "epsilon.png"):
+        lines += ["![privacy spent: the accountant's ε and the audit's](epsilon.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

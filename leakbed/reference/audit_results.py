@@ -70,14 +70,16 @@ def _e(v: float | None) -> str:
 def audit_table(summaries: list[dict]) -> str:
     """Our rows, then the papers' figures in kind."""
     header = ["run", "defense (z)", "ε accountant (amplified)", "ε_emp all iterates / final", "lower bound all / final",
-              "bound / ε", "utility", "re-identification × chance"]  # fmt: skip
+              "ε_emp / ε, bound / ε", "utility", "re-identification × chance"]  # fmt: skip
     rows = []
     for summary in summaries:
         for r in summary["rows"]:
             all_, final = r["views"].get("all iterates"), r["views"].get("final model")
             emp = "—" if not all_ else f"{_e(all_['epsilon_andrew'])} / {_e(final['epsilon_andrew'])}"
             low = "—" if not all_ else f"{_e(all_['epsilon_lower_bound'])} / {_e(final['epsilon_lower_bound'])}"
-            ratio = "—" if not all_ or not r["epsilon"] else f"{all_['epsilon_lower_bound'] / r['epsilon']:.2f}"
+            ratio = "—"
+            if all_ and r["epsilon"]:
+                ratio = f"{all_['epsilon_andrew'] / r['epsilon']:.2f}, {all_['epsilon_lower_bound'] / r['epsilon']:.2f}"
             z = "" if r["noise_multiplier"] is None else f" ({r['noise_multiplier']:g})"
             amp = "" if r["epsilon_amplified"] is None or r["epsilon"] is None else f" ({_e(r['epsilon_amplified'])})"
             xs = ", ".join(f"{a} {x:.1f}×" for a, x in r["x_chance"].items())

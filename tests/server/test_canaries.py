@@ -95,14 +95,17 @@ def test_a_huge_noise_multiplier_leaves_nothing_to_find():
 
 
 def test_the_lower_bound_never_passes_the_accountant():
-    """z = 1 (the committed setting's), five seeds: the bound is a bound; the estimate sees the noise's signal."""
+    """z = 1 (the committed setting's), five seeds: the bound is a bound; the estimate tracks the accountant (the
+    results page's claim, ε_emp / ε ≥ 0.45, at a smaller scale)."""
     for seed in range(5):
         out = audited_run(config(1.0, seed=seed))
         eps = out["epsilon_accountant"]
         assert 10 < eps < 40
         for view in ("final model", "all iterates"):
             assert not out[view]["exceeds_accountant"], (seed, out[view])
-        assert out["all iterates"]["epsilon_andrew"] > 2.0  # sqrt(10) / z of signal over the rounds
+        # every canary in every round: the estimate follows the accountant (0.83-0.90 measured; the RDP bound is
+        # a little looser than the Gaussian mechanism's exact ε, and 100 canaries a side estimate it)
+        assert 0.6 < out["all iterates"]["epsilon_andrew"] / eps < 1.3
         assert out["epsilon_accountant_amplified"] < eps
 
 
