@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,7 +29,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.config import ExperimentConfig, dump_config
 from core.layout import RunLayout
 from core.processes import ProcessGroup, free_ports
-from leakbed import flower, interrupts
+from leakbed import flower
+from leakbed.launcher import ProcessLauncher
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
@@ -62,28 +63,14 @@ def _by_attack(samples: dict, name: str, prior: str) -> dict[str, float]:
     return {labels["attack"]: v for labels, v in samples.get(name, []) if labels.get("prior") == prior}
 
 
-@dataclass
-class Deployment:
-    """The local-deployment launcher: the processes of one deployment (``start``), where they log (``logs``), each
-    in a session of its own and marked (one ``core.processes.ProcessGroup``), ended with everything they started
-    (``stop``), however far it detached."""
+class Deployment(ProcessLauncher):
+    """The local-deployment launcher (``leakbed.launcher``): the processes of one deployment (``start``; their logs in
+    ``<out>/logs``), each in a session of its own and marked (one ``core.processes.ProcessGroup``), ended with
+    everything they started (``stop``), however far it detached."""
 
-    out: Path
-    env: dict[str, str]
-    group: ProcessGroup = field(default_factory=ProcessGroup)
-
-    def __post_init__(self) -> None:
-        interrupts.register(self.group)
-
-    @property
-    def procs(self) -> dict[str, subprocess.Popen]:
-        return self.group.started
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        return self.group.start(name, argv, self.env, self.out / "logs" / f"{name}.log")
-
-    def logs(self) -> dict[str, Path]:
-        return {name: self.out / "logs" / f"{name}.log" for name in self.procs}
+    def __init__(self, out: Path, env: dict[str, str], group: ProcessGroup | None = None) -> None:
+        super().__init__(out / "logs", env, group)
+        self.out = out
 
     def run(self, name: str, argv: list[str], timeout: float) -> str:
         """A short command (certificates, registration); its output, or a DeployError naming it."""
@@ -95,8 +82,9 @@ class Deployment:
             raise DeployError(f"{name}: no answer within {timeout:.0f}s") from None
         finally:
             self.group.started.pop(name, None)
-        (self.out / "logs").mkdir(parents=True, exist_ok=True)
-        (self.out / "logs" / f"{name}.log").write_text(out + err)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self._logs[name] = self.logs_dir / f"{name}.log"
+        self._logs[name].write_text(out + err)
         if proc.returncode != 0:
             last = (err or out).strip().splitlines()[-1:] or ["(no output)"]
             raise DeployError(f"{name} exited with {proc.returncode}: {last[0]}")
@@ -109,15 +97,9 @@ class Deployment:
             code = p.poll()
             if code is None or (name.startswith("flwr-run-") and code == 0):
                 continue
-            log = self.out / "logs" / f"{name}.log"
+            log = self.logs_dir / f"{name}.log"
             return f"{name} exited with code {code}{_error_in(log)}; see {log}"
         return ""
-
-    def stop(self, grace: float = 3.0) -> None:
-        """SIGTERM every process of the deployment (those it started, their descendants, and any other carrying its
-        mark), SIGKILL what is left after ``grace`` seconds."""
-        self.group.stop(grace)
-        interrupts.unregister(self.group)
 
 
 REFUSAL = "leakbed: error: "  # how the ServerApp logs a config its preflight refuses (leakbed.apps)
@@ -296,7 +278,7 @@ def _run_prior(
                 final = samples
                 break
         if flwr.poll() is not None and samples is None:  # the ServerApp is gone and never showed a finished run
-            log = dep.out / "logs" / f"flwr-run-{prior}.log"
+            log = dep.logs_dir / f"flwr-run-{prior}.log"
             ended = f"flwr run of prior {prior} ended without a finished run (exit {flwr.returncode})"
             raise DeployError(f"{ended}{_error_in(log)}; see {log}")
         time.sleep(1.0)

@@ -29,17 +29,17 @@ from pathlib import Path
 from core.config import ExperimentConfig, dump_config
 from core.data import federation
 from core.layout import RunLayout
-from core.processes import ProcessGroup, free_port, free_ports
-from leakbed import flower, interrupts
+from core.processes import free_port, free_ports
+from leakbed import flower
 from leakbed.apps import PROGRESS_FILE
 from leakbed.deprecations import reemit
+from leakbed.launcher import ProcessLauncher
 from leakbed.ray_actors import memory_line
 
 log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3  # a run that left no results (Ray failed to start) is started again, at most twice
 SUPERLINK_START_TIMEOUT = 120.0  # seconds for the SuperLink's HTTP API to answer
-STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when a link stops
 # The Flower app ``flwr run`` submits: leakbed's ServerApp and ClientApp, imported from the installed packages
 # (so the FAB is this one file), with the run config keys the ServerApp reads.
 APP_PYPROJECT = """\
@@ -88,17 +88,17 @@ def _healthy(port: int) -> bool:
         return False
 
 
-class SimulationLink:
-    """The simulation launcher: a SuperLink in simulation mode that this process owns, started on a free port with a
-    private Flower home, and every process it starts (the SuperExec, the Simulation Runtime, Ray, the attack lanes):
-    one ``core.processes.ProcessGroup``, ended by ``stop`` with its temporary folders (its processes' ``TMPDIR`` is
-    inside the home).
+class SimulationLink(ProcessLauncher):
+    """The simulation launcher (``leakbed.launcher``): a SuperLink in simulation mode that this process owns, started
+    on a free port with a private Flower home, and every process it starts (the SuperExec, the Simulation Runtime, Ray,
+    the attack lanes): one ``core.processes.ProcessGroup``, ended by ``stop`` with its temporary folders (its
+    processes' ``TMPDIR`` is inside the home).
 
     ``ray_address``: the runs join that Ray cluster. Else, with ``own_ray``, the link starts one private Ray head
     on free ports (no dashboard, no Ray default port) that every run on it joins (a run then skips Ray's own start
     and stop: about 5 s of wall and 3 CPU-seconds here, per run of a sweep or prior of a run); without, each run
-    starts a Ray of its own. The launcher interface: ``start`` (in the constructor), ``wait`` (a submitted run),
-    ``stop``, ``logs``."""
+    starts a Ray of its own. The constructor starts the SuperLink (and Ray); ``submit`` runs one ``flwr run`` to its
+    end; ``start``, ``wait``, ``logs`` and ``stop`` are ``ProcessLauncher``'s."""
 
     def __init__(
         self,
@@ -115,15 +115,12 @@ class SimulationLink:
         tmp = self.home / "tmp"
         tmp.mkdir()
         self.port = free_port()
-        self.logs_dir = logs
         logs.mkdir(parents=True, exist_ok=True)
-        self.group = ProcessGroup()
-        self.mark = self.group.mark
-        self.env = flower.environment(self.home, FLWR_LOG_LEVEL="INFO", TMPDIR=str(tmp), **(extra_env or {}))
-        self.env.pop("RAY_ADDRESS", None)  # a private Ray, unless the config names a cluster
+        env = flower.environment(self.home, FLWR_LOG_LEVEL="INFO", TMPDIR=str(tmp), **(extra_env or {}))
+        env.pop("RAY_ADDRESS", None)  # a private Ray, unless the config names a cluster
         if ray_address:
-            self.env["RAY_ADDRESS"] = ray_address
-        interrupts.register(self.group)
+            env["RAY_ADDRESS"] = ray_address
+        super().__init__(logs, env)
         ray_head = None
         if own_ray and not ray_address:  # started beside the SuperLink: the two start-ups overlap
             ray_head, self.env["RAY_ADDRESS"] = self._start_ray(logs)
@@ -143,11 +140,10 @@ class SimulationLink:
 
     def _start_superlink(self) -> None:
         """Start the SuperLink with this link's environment and wait for its HTTP API."""
-        self.proc = self.group.start(
+        self.proc = self.start(
             "superlink",
             [flower.script("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
              "--host", "127.0.0.1", "--port", str(self.port)],
-            self.env, self.logs_dir / "superlink.log",
         )  # fmt: skip
         died = lambda: "" if self.proc.poll() is None else f"it exited with code {self.proc.returncode}"  # noqa: E731
         try:
@@ -163,39 +159,24 @@ class SimulationLink:
                "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.home / 'ray'}",
                f"--num-cpus={os.cpu_count() or 1}", *(f"{flag}={p}" for flag, p in zip(RAY_PORTS, others, strict=True)),
                "--min-worker-port=0", "--max-worker-port=0"]  # fmt: skip
-        return self.group.start("ray-head", cmd, self.env, logs / "ray-head.log"), f"127.0.0.1:{port}"
+        return self.start("ray-head", cmd, logs / "ray-head.log"), f"127.0.0.1:{port}"
 
     def submit(self, run_config: dict[str, str], federation_config: dict[str, object], log_path: Path) -> int:
         """``flwr run`` of leakbed's app with this run and federation config, streaming its log until the run ends."""
         cmd = [flower.script("flwr"), "run", str(self.app), "leakbed", "--stream", "--run-config",
                flower.run_config(run_config), "--federation-config", flower.federation_config(federation_config)]  # fmt: skip
-        name = f"flwr-run-{len(self.group.started)}"
-        return self.wait(self.group.start(name, cmd, self.env, log_path))
-
-    def wait(self, proc: subprocess.Popen, timeout: float | None = None) -> int:
-        """A submitted run's exit code once it ends (an interrupt ends it, and everything else, from ``stop``)."""
-        return proc.wait(timeout=timeout)
-
-    def logs(self) -> dict[str, Path]:
-        """Where each of its processes logs."""
-        return {p.stem: p for p in sorted(self.logs_dir.glob("*.log"))}
+        # its exit code once it ends (an interrupt ends it, and everything else, from ``stop``)
+        return self.start(f"flwr-run-{len(self.procs)}", cmd, log_path).wait()
 
     def stop_processes(self) -> None:
         """End the SuperLink and every process it started, however far they detached: each carries the group's mark
         (Ray's GCS and raylet ignore SIGTERM: a short grace, then SIGKILL)."""
-        self.group.stop(grace=STOP_GRACE)
+        self.group.stop(self.grace)
 
-    def stop(self) -> None:
+    def stop(self, grace: float | None = None) -> None:
         """Stop every process of the link and remove its Flower home (its temporary folders with it)."""
-        self.stop_processes()
-        interrupts.unregister(self.group)
+        super().stop(grace)
         shutil.rmtree(self.home, ignore_errors=True)
-
-    def __enter__(self) -> SimulationLink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def simulation_link(cfg: ExperimentConfig, logs: Path) -> SimulationLink:

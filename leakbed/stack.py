@@ -9,6 +9,7 @@ against the repository root (``--project-directory``), as in the committed ``doc
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import ssl
@@ -17,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import yaml
 
@@ -239,7 +241,7 @@ def up(
         say(f"running: {', '.join(running)}")
         wait_superlink(stack)
     except BaseException:  # an interrupt, or a stack that did not come up: nothing of it is left running
-        left = down(engine, stack)
+        left = down(engine, stack, grace=0)  # it never served: nothing in it to let finish
         say(f"stopped: the stack is down{'; still there: ' + ', '.join(left) if left else ''}")
         raise
     if chosen.grafana is None:
@@ -253,10 +255,11 @@ def run_compose(engine: Engine, stack: Stack, *args: str, check: bool = True) ->
     return engine.compose_run(*stack.compose_args(), *args, check=check, env=stack.env())
 
 
-def down(engine: Engine, stack: Stack) -> list[str]:
-    """Remove the stack's containers, networks and volumes; returns what is left (nothing, normally)."""
+def down(engine: Engine, stack: Stack, grace: int = 5) -> list[str]:
+    """Remove the stack's containers, networks and volumes (each container gets ``grace`` seconds after SIGTERM: Flower's
+    processes in them ignore it); returns what is left (nothing, normally)."""
     if stack.files[0].exists():
-        run_compose(engine, stack, "down", "-v", "--remove-orphans", "-t", "5", check=False)
+        run_compose(engine, stack, "down", "-v", "--remove-orphans", "-t", str(grace), check=False)
     left = leftovers(engine, stack.project)
     if not left:
         shutil.rmtree(stack.folder, ignore_errors=True)
@@ -276,3 +279,83 @@ def leftovers(engine: Engine, project: str) -> list[str]:
         out = engine.run(*argv, check=False)
         found += [f"{kind} {name}" for name in out.stdout.split()]
     return found
+
+
+class ComposeLauncher:
+    """The compose launcher (``leakbed.launcher``): ``stack`` on ``engine``. ``start`` is ``up`` (build, render,
+    ``compose up -d``, wait for the services and the SuperLink; brought down again on any failure or interrupt),
+    ``stop`` is ``down`` (what it left is kept in ``left``), ``wait`` polls until none of its containers runs, ``logs``
+    writes each service's ``compose logs`` to ``<stack folder>/logs/<service>.log`` (read them before ``stop``: ``down``
+    removes the folder).
+
+    The containers are not our processes: the engine's daemon starts and owns them, so no ``ProcessGroup`` can mark
+    them. Their mark is the compose project label (``com.docker.compose.project``) every container, network and volume
+    carries: ``down`` removes by project and ``leftovers`` finds what is left by that label, never by a name."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        stack: Stack,
+        *,
+        base: str = "auto",
+        build: bool = True,
+        gpu: bool = False,
+        say: Callable[[str], None] = print,
+        plugins: Sequence[Path] = (),
+    ) -> None:
+        self.engine, self.stack, self.say = engine, stack, say
+        self.base, self.build, self.gpu, self.plugins = base, build, gpu, plugins
+        self.left: list[str] = []
+
+    def start(self) -> images.Images:
+        """Bring the stack up (``up``); returns the images used."""
+        return up(self.engine, self.stack, self.base, self.build, self.gpu, self.say, self.plugins)
+
+    def _containers(self) -> list[tuple[str, str, int]]:
+        """(service, state, exit code) of each of the stack's containers, stopped ones included."""
+        if not self.stack.files[0].exists():
+            return []
+        fmt = "{{.Service}} {{.State}} {{.ExitCode}}"
+        out = run_compose(self.engine, self.stack, "ps", "--all", "--format", fmt, check=False).stdout
+        rows = [line.split() for line in out.splitlines()]
+        return [(s, state, int(code)) for s, state, code in (r for r in rows if len(r) == 3 and r[2].lstrip("-").isdigit())]
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Until none of the stack's containers runs: the first non-zero exit code by service, else 0 (also for a
+        stack already down); ``None`` while one still runs after ``timeout`` seconds."""
+        seen: list[tuple[str, str, int]] = []
+
+        def ended() -> bool:
+            seen[:] = self._containers()
+            return not any(state in ("running", "restarting", "paused") for _, state, _ in seen)
+
+        try:
+            flower.wait_until(ended, math.inf if timeout is None else timeout, f"compose project {self.stack.project}")
+        except flower.NotReady:
+            return None
+        return next((code for _, _, code in sorted(seen) if code), 0)
+
+    def logs(self) -> dict[str, Path]:
+        """Each service's log as ``compose logs`` has it now (stdout and stderr in order), one file per service."""
+        if not self.stack.files[0].exists():
+            return {}
+        folder = self.stack.folder / "logs"
+        folder.mkdir(exist_ok=True)
+        found = {}
+        for service in _services(self.stack):
+            found[service] = folder / f"{service}.log"
+            argv = [*self.engine.compose, *self.stack.compose_args(), "logs", "--no-color", "--no-log-prefix", service]
+            with found[service].open("w") as out:
+                env = {**self.engine.environ(), **self.stack.env()}
+                subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+        return found
+
+    def stop(self) -> None:
+        """``down``: the stack's containers, networks and volumes removed; ``left`` names what is still there."""
+        self.left = down(self.engine, self.stack)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

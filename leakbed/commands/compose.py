@@ -1,5 +1,6 @@
 """``leakbed compose [render | build | up | down]``: the deployment as containers. ``render`` prints (or writes) its
-files (``leakbed.compose``); ``build``, ``up`` and ``down`` drive them on Docker or Podman (``leakbed.stack``)."""
+files (``leakbed.compose``); ``build`` makes the images, ``up`` and ``down`` start and stop the stack's launcher
+(``leakbed.stack.ComposeLauncher``) on Docker or Podman."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def compose(
             return _build(found, base, gpu, plugins)
         if action == "down":
             return _down(found, the_stack)
-        stack.up(found, the_stack, base=base, build=not no_build, gpu=gpu, say=console.say, plugins=plugins)
+        stack.ComposeLauncher(found, the_stack, base=base, build=not no_build, gpu=gpu, say=console.say, plugins=plugins).start()
     except (ComposeError, EngineError) as err:
         return console.fail(str(err))
     _started(found, the_stack)
@@ -148,9 +149,10 @@ def _build(engine, base: str, gpu: bool, plugins: list[Path]) -> int:  # noqa: A
 def _down(engine, the_stack) -> int:  # noqa: ANN001 - a leakbed.engine.Engine, a leakbed.stack.Stack
     from leakbed import stack
 
-    left = stack.down(engine, the_stack)
-    if left:
-        console.say(f"still there: {', '.join(left)}")
+    launcher = stack.ComposeLauncher(engine, the_stack)
+    launcher.stop()
+    if launcher.left:
+        console.say(f"still there: {', '.join(launcher.left)}")
         return 1
     console.say(f"removed project {the_stack.project}: no container, network or volume left")
     return 0

@@ -26,7 +26,7 @@ from tests.integration.procs import VENV_BIN, free_ports
 from tests.integration.test_signals import _start, _stop, _wait_for
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
-STOPPED_WITHIN = 60.0  # [s] its `compose down -t 5` of a few containers; measured: see the printed line
+STOPPED_WITHIN = 10.0  # [s] the bound; an interrupted start takes the stack down with `compose down -t 0`
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +66,8 @@ def _naming(project: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("sig", "to_group", "phase"),
-    [(signal.SIGINT, True, "starting"), (signal.SIGTERM, False, "starting"), (signal.SIGINT, True, "waiting"),
-     (signal.SIGTERM, False, "waiting"), (signal.SIGHUP, False, "waiting")],
-    ids=["INT-starting", "TERM-starting", "INT-waiting", "TERM-waiting", "HUP-waiting"],
+    [(signal.SIGINT, True, "starting"), (signal.SIGTERM, False, "waiting"), (signal.SIGHUP, False, "waiting")],
+    ids=["INT-starting", "TERM-waiting", "HUP-waiting"],  # each signal once, each phase: minutes of containers each
 )  # fmt: skip
 def test_an_interrupted_compose_up_takes_down_what_it_started(
     engine: Engine, chosen: images.Images, tmp_path: Path, sig: signal.Signals, to_group: bool, phase: str

@@ -58,6 +58,7 @@ EVERY_PANEL = [
     "fl.local_steps=1",
     "fl.batch_size=8",
     "attack.params.feature-inference.updates=2",
+    "audit.canaries=16",  # the privacy audit in the containers' ServerApp (its dashboard panel)
 ]
 HOLD_S = 20  # the ServerApp's /metrics stays up this long after a run, for Prometheus's last scrapes
 
@@ -253,6 +254,7 @@ def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.
     restarted = int(engine.run("inspect", worker, "--format", "{{.RestartCount}}").stdout.strip() or 0)
     assert restarted >= 1, "the restart policy did not bring the crashed worker back"
     assert pool["retries"] >= 1 or pool["tasks_by_worker"].get("1", 0) >= 1, pool
+    assert metrics["audit"]["candidates"] == 16 and metrics["audit"]["rounds_observed"] >= 1, metrics["audit"]
     check_dashboard(plain, float(result["end"]) - HOLD_S / 2)
 
 

@@ -26,6 +26,7 @@ OVERRIDES = [
     'split.priors=["random"]',
     'attack.suite=["svm", "knn", "bias-labels"]',  # and the example plugin's attack ...
     'defenses=[{name="hide-bias", users=["user0"]}]',  # ... and defense (tests/plugins)
+    "audit.canaries=16",  # the privacy audit's canaries beside the SuperNodes' replies (no DP defense: no finite ε)
 ]
 
 
@@ -101,6 +102,11 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     assert value(final, "leakbed_attack_x_chance", attack="bias-labels", prior="random") == pytest.approx(plugin["x_chance"])
     assert metrics["defenses"] == [{"name": "hide-bias", "fraction": 1.0, "users": ["user0"], "suffix": ".bias"}]
     assert metrics["defending_users"] == 1
+    # the audit ran in the deployment's ServerApp: in metrics.json and on /metrics, its canaries never tapped (6 above)
+    audit = metrics["audit"]
+    assert audit["candidates"] == 16 and audit["rounds_observed"] == 2 and audit["epsilon_accountant"] is None
+    andrew = value(final, "leakbed_privacy_epsilon", prior="random", estimate="andrew", view="all-iterates")
+    assert andrew == pytest.approx(audit["all iterates"]["epsilon_andrew"]) and andrew > 1.0
     assert cli.popen.wait(timeout=300) == 0, procs.tails()
     output = cli.stdout.read_text()
     assert "[random] finished after round 2" in output and "svm AP" in output, output
