@@ -141,9 +141,9 @@ class CanaryStrategy(Strategy):
         real = list(replies)
         if self._train is None or not any(not m.has_error() for m in real):
             return self.strategy.aggregate_train(server_round, real)
-        metrics = _typical_metrics([m.content.metric_records["metrics"] for m in real if not m.has_error()])
+        typical = _typical_metrics([m.content.metric_records["metrics"] for m in real if not m.has_error()])
         with _quiet_flower():  # Flower's Mods log a line per reply: not one per canary into the ServerApp's log
-            canaries = [self._reply(server_round, int(j), metrics) for j in self.audit.joining(server_round)]
+            canaries = [self._reply(server_round, int(j), typical) for j in self.audit.joining(server_round)]
         arrays, metrics = self.strategy.aggregate_train(server_round, [*real, *canaries])
         if arrays is not None:
             new = arrays.to_numpy_ndarrays()

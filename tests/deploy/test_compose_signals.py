@@ -5,8 +5,8 @@ container), no rendered folder. A stack that came up is left running on purpose 
 the interrupted one.
 
 Real containers on Docker or Podman's Docker API, as ``test_containers.py``: a missing engine skips here and fails in
-CI. The images are those already built (what this checks is leakbed's process on the host, not the images' content);
-where one is missing they are built as ``test_containers.py`` builds them.
+CI. The images are the container tests' (one build per machine; what this checks is leakbed's process on the host, not
+the images' content).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from leakbed import images, stack
-from leakbed.engine import Engine, EngineError, find_engine
-from tests.deploy.tools import missing
+from leakbed.engine import Engine
+from tests.deploy import test_containers as containers
 from tests.integration.procs import VENV_BIN, free_ports
 from tests.integration.test_signals import _start, _stop, _wait_for
 
@@ -29,24 +29,8 @@ pytestmark = [pytest.mark.containers, pytest.mark.slow]
 STOPPED_WITHIN = 10.0  # [s] the issue's bound; an interrupted start takes the stack down with `compose down -t 0`
 
 
-@pytest.fixture(scope="module")
-def engine() -> Engine:
-    try:
-        return find_engine()
-    except EngineError as err:
-        missing("a container engine", str(err))
-        raise
-
-
-@pytest.fixture(scope="module")
-def chosen(engine: Engine, request: pytest.FixtureRequest) -> images.Images:
-    """The images ``compose up --no-build`` starts: the app image, and for the local base Flower's and Prometheus's
-    (the official ones are pulled where missing)."""
-    chosen, _ = images.choose("auto")
-    wanted = [images.APP_IMAGE, *([chosen.superlink, chosen.supernode, chosen.prometheus] if chosen.base == "local" else [])]
-    if not all(images.image_exists(engine, tag) for tag in wanted):
-        images.build(engine, chosen, say=lambda m: None, plugins=[request.getfixturevalue("example_plugin")])
-    return chosen
+# the container tests' fixtures: the engine, and the images built once per machine (under leakbed's build lock)
+engine, chosen = containers.engine, containers.chosen
 
 
 def _containers(engine: Engine, project: str) -> list[str]:
