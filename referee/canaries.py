@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+
 from core.audit import all_iterates_statistic, andrew_epsilon, cosines, steinke_lower_bound
 
 CHUNK = 64  # canary directions made at once [rows]: the audit holds k x d floats only when that is small
