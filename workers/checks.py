@@ -10,12 +10,8 @@ Only attacks that declare such checks (``Declaration.validates``) pay for the sa
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,8 @@ from typing import Any
 from core.declaration import Declaration, ParamsError, check_params
 from core.knowledge import AttackerKnowledge
 from workers.hostile import HostileData, load_json, words
-from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, end
+from workers.one_shot import NoAnswer, call_inside
+from workers.sandbox import Limits, available
 
 DEADLINE = 300.0  # [s]
 MAX_REPLY = 4 << 20
@@ -80,48 +77,15 @@ def own_checks(
 
 
 def _run(inputs: Path, limits: Limits | None) -> bytes:
-    r, w = os.pipe()
-    io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
-    inside = INSIDE / "inputs"
-    box = Sandbox(limits or Limits(), [Mount(inputs, inside)], output=False)
-    command = [sys.executable, "-m", "workers.inside.check", "--out", str(w)]
+    """The checks in a sandbox with ``limits``, or in a process of its own where the run has none (``workers.sandbox``
+    off, or no sandbox here)."""
+    sandboxed = limits is not None and available() == ""
     try:
-        if limits is not None and available() == "":
-            proc = box.popen([*command, "--inputs", str(inside)], pass_fds=(w,), **io)
-        else:  # the run has no sandbox (workers.sandbox off, or none here): a process of its own, never this one
-            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(plain=True),  # type: ignore[call-overload]
-                                    close_fds=True, start_new_session=True, **io)
-    finally:
-        os.close(w)
-    chunks, size, until = [], 0, time.monotonic() + DEADLINE
-    try:
-        import select
-
-        poller = select.poll()
-        poller.register(r, select.POLLIN | select.POLLHUP)
-        while True:
-            remaining = until - time.monotonic()
-            if remaining <= 0:
-                raise ParamsError(f"the attacks' own checks did not finish within {DEADLINE:.0f} s")
-            if not poller.poll(int(min(remaining, 1.0) * 1000)):
-                continue
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_REPLY:
-                raise ParamsError("the attacks' own checks wrote more than their reply may hold")
-            chunks.append(chunk)
-    except ParamsError:  # past its deadline or over its bound: ended now, not after the grace below
-        end(proc)
-        raise
-    finally:
-        os.close(r)
-        try:
-            proc.wait(timeout=10)  # it closed its pipe: it is exiting
-        except subprocess.TimeoutExpired:
-            end(proc)
-    return b"".join(chunks)
+        answer = call_inside("workers.inside.check", what="the attacks' own checks", limits=limits if sandboxed else None,
+                             inputs=inputs, deadline=DEADLINE, max_bytes=MAX_REPLY)
+    except NoAnswer as err:
+        raise ParamsError(str(err)) from None
+    return answer.data
 
 
 def _reply(raw: bytes) -> dict:

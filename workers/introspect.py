@@ -16,7 +16,6 @@ import difflib
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -29,7 +28,8 @@ from core.config import WorkersConfig
 from core.declaration import Declaration
 from core.entry_points import PluginError, package_dirs
 from workers.hostile import HostileData, load_json, words
-from workers.sandbox import Limits, Sandbox, code_paths, end
+from workers.one_shot import NoAnswer, call_inside
+from workers.sandbox import Limits, code_paths
 
 GROUP = "leakbed.attacks"
 MAX_JSON = 4 << 20  # bytes: the declarations of one distribution
@@ -162,34 +162,15 @@ class Introspector:
 
     def _run(self, names: list[str]) -> bytes:
         """The introspection in a sandbox (or, without one, a process of its own): its JSON, bounded, by a deadline."""
-        r, w = os.pipe()
-        command = [sys.executable, "-m", "workers.inside.introspect", "--out", str(w), *names]
-        io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         try:
-            if self.limits is not None:
-                proc = Sandbox(self.limits, (), output=False).popen(command, pass_fds=(w,), **io)
-            else:
-                env = Sandbox(Limits()).env(plain=True)
-                proc = subprocess.Popen(command, pass_fds=(w,), env=env, close_fds=True, start_new_session=True, **io)  # type: ignore[call-overload]
-        finally:
-            os.close(w)
-        try:
-            return _read_all(r, MAX_JSON, time.monotonic() + DEADLINE, proc)
-        except PluginError:  # past its deadline or over its bound: ended now, not after the grace below
-            end(proc)
-            raise
-        finally:
-            os.close(r)
-            try:
-                proc.wait(timeout=10)  # it closed its pipe: it is exiting
-            except subprocess.TimeoutExpired:
-                end(proc)
-            err = proc.stderr.read(4096) if proc.stderr else b""  # type: ignore[union-attr]
-            proc.wait()
-            if proc.returncode:
-                last = (err.decode(errors="replace").strip().splitlines() or [""])[-1]
-                print(f"leakbed: the introspection of {', '.join(names)} ended with code {proc.returncode}: "
-                      f"{words(last, 300)}", file=sys.stderr)
+            answer = call_inside("workers.inside.introspect", names, what="the introspection", limits=self.limits,
+                                 deadline=DEADLINE, max_bytes=MAX_JSON)
+        except NoAnswer as err:
+            raise PluginError(str(err)) from None
+        if answer.code:
+            print(f"leakbed: the introspection of {', '.join(names)} ended with code {answer.code}: {answer.last_words}",
+                  file=sys.stderr)
+        return answer.data
 
     def _read_cache(self, path: Path) -> dict | None:
         try:
@@ -208,28 +189,6 @@ class Introspector:
             os.replace(tmp, path)
         except OSError as err:
             print(f"leakbed: declarations not cached ({path.parent}: {err.strerror})", file=sys.stderr)
-
-
-def _read_all(fd: int, limit: int, deadline: float, proc: subprocess.Popen) -> bytes:
-    """What the introspection wrote to its pipe, at most ``limit`` bytes, by ``deadline``."""
-    import select
-
-    chunks, size = [], 0
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP)
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise PluginError(f"the introspection did not finish within {DEADLINE:.0f} s")
-        if not poller.poll(int(min(remaining, 1.0) * 1000)):
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise PluginError(f"the introspection wrote more than {limit} bytes")
-        chunks.append(chunk)
 
 
 def _checked(name: str, doc: object) -> Declaration:

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,8 @@ import numpy as np
 
 from core.declaration import FIELD, Declaration
 from workers.hostile import HostileData, load_json, quoted, words
-from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, end
+from workers.one_shot import NoAnswer, call_inside
+from workers.sandbox import Limits, available
 
 MAX_RESULT = 1 << 20  # bytes of a scorer's JSON
 DEADLINE = 600.0  # [s] one plugin scorer
@@ -81,50 +78,13 @@ def _plain(value: Any) -> Any:
 
 def _run(inputs: Path, limits: Limits | None, deadline: float) -> bytes:
     """The scorer in its sandbox (``limits``, or the defaults), or in a process of its own where none can start."""
-    r, w = os.pipe()
-    io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    inside = INSIDE / "inputs"
-    box = Sandbox(limits or Limits(), [Mount(inputs, inside)], output=False)
-    command = [sys.executable, "-m", "workers.inside.score", "--out", str(w)]
+    sandbox = (limits or Limits()) if available() == "" else None
     try:
-        if available() == "":
-            proc = box.popen([*command, "--inputs", str(inside)], pass_fds=(w,), **io)
-        else:
-            proc = subprocess.Popen([*command, "--inputs", str(inputs)], pass_fds=(w,), env=box.env(plain=True),  # type: ignore[call-overload]
-                                    close_fds=True, start_new_session=True, **io)
-    finally:
-        os.close(w)
-    try:
-        return _read(r, time.monotonic() + deadline, proc)
-    finally:
-        os.close(r)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            end(proc)
-
-
-def _read(fd: int, until: float, proc: subprocess.Popen) -> bytes:
-    import select
-
-    chunks, size = [], 0
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP)
-    while True:
-        remaining = until - time.monotonic()
-        if remaining <= 0:
-            end(proc)
-            raise PluginScorerError("the plugin's scorer did not finish before its deadline; it was ended")
-        if not poller.poll(int(min(remaining, 1.0) * 1000)):
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_RESULT:
-            end(proc)
-            raise PluginScorerError(f"the plugin's scorer wrote more than {MAX_RESULT} bytes; it was ended")
-        chunks.append(chunk)
+        answer = call_inside("workers.inside.score", what="the plugin's scorer", limits=sandbox, inputs=inputs,
+                             deadline=deadline, max_bytes=MAX_RESULT)
+    except NoAnswer as err:
+        raise PluginScorerError(str(err)) from None
+    return answer.data
 
 
 def _result(name: str, raw: bytes) -> dict[str, Any]:

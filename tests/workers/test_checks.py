@@ -120,7 +120,7 @@ def test_a_check_past_its_deadline_is_ended_and_refused(decls, monkeypatch):
 
     monkeypatch.setattr(Sandbox, "popen", hang)
     t0 = time.monotonic()
-    with pytest.raises(ParamsError, match=r"^the attacks' own checks did not finish within 1 s$"):
+    with pytest.raises(ParamsError, match=r"^the attacks' own checks did not finish within 1 s; it was ended$"):
         own_checks(decls, {"profile": {}}, priors(), Limits())
     took = time.monotonic() - t0
     assert took < 6, took

@@ -14,7 +14,7 @@ import pytest
 from core.declaration import Declaration
 from core.entry_points import PluginError
 from tests.workers import kit
-from workers import introspect
+from workers import introspect, one_shot
 from workers.introspect import Introspector, content_key
 from workers.sandbox import Limits, Sandbox, available
 
@@ -222,7 +222,7 @@ def test_an_introspection_past_its_deadline_is_ended_and_refused(tmp_path, monke
 
     monkeypatch.setattr(Sandbox, "popen", hang)
     t0 = time.monotonic()
-    with pytest.raises(PluginError, match=r"^the introspection did not finish within 1 s$"):
+    with pytest.raises(PluginError, match=r"^the introspection did not finish within 1 s; it was ended$"):
         Introspector(Limits(), cache=tmp_path).declarations(["knn"])
     took = time.monotonic() - t0
     assert took < 6, took  # ended at once, not after a grace
@@ -240,7 +240,7 @@ def test_an_introspection_that_writes_too_much_is_ended(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Sandbox, "popen", write_too_much)
     t0 = time.monotonic()
-    with pytest.raises(PluginError, match=r"^the introspection wrote more than 65536 bytes$"):
+    with pytest.raises(PluginError, match=r"^the introspection wrote more than 65536 bytes; it was ended$"):
         Introspector(Limits(), cache=tmp_path).declarations(["knn"])
     assert time.monotonic() - t0 < 6
 
@@ -257,7 +257,7 @@ def test_without_a_sandbox_it_still_runs_in_a_process_of_its_own(tmp_path, monke
         seen.append(list(argv))
         return popen(argv, *a, **kw)
 
-    monkeypatch.setattr(introspect.subprocess, "Popen", spy)
+    monkeypatch.setattr(one_shot.subprocess, "Popen", spy)
     before = set(sys.modules)
     got = Introspector(None, cache=tmp_path).declarations(["knn"])
     assert got["knn"].name == "knn" and seen and seen[0][1:3] == ["-m", "workers.inside.introspect"]

@@ -17,7 +17,7 @@ import pytest
 
 from core.declaration import Declaration, Scoring
 from core.processes import marked
-from workers import scoring
+from workers import one_shot, scoring
 from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, code_root
 from workers.scoring import MAX_RESULT, PluginScorerError, score_plugin
 
@@ -141,7 +141,7 @@ def mark(plugin: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         env = {"PYTHONPATH": f"{code_root()}:{INSIDE / 'testplug'}", "LEAKBED_TEST_MARK": value}
         return Sandbox(limits, [*mounts, Mount(plugin, INSIDE / "testplug")], output, extra_env=env)
 
-    monkeypatch.setattr(scoring, "Sandbox", with_plugin)
+    monkeypatch.setattr(one_shot, "Sandbox", with_plugin)
     return value
 
 
@@ -215,7 +215,7 @@ def test_a_failing_scorer_is_refused_in_one_line(tmp_path, mark, name, function,
 
 def test_a_hanging_scorer_is_ended_at_its_deadline(tmp_path, mark):
     t0 = time.monotonic()
-    with pytest.raises(PluginScorerError, match=r"^the plugin's scorer did not finish before its deadline; it was ended$"):
+    with pytest.raises(PluginScorerError, match=r"^the plugin's scorer did not finish within 3 s; it was ended$"):
         score_plugin(decl=decl("lb-hang", "hang"), outputs=outputs_file(tmp_path), truth=TRUTH, params={}, given=IDS,
                      deadline=3.0)
     took = time.monotonic() - t0

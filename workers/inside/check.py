@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
+
+from workers.inside.reply import answer
 
 
 def _one_line(err: BaseException, where: str) -> str:
@@ -64,15 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=int, required=True, help="the pipe the reply goes to [fd]")
     parser.add_argument("--inputs", default="/leakbed/inputs", help="its read-only inputs [path]")
     args = parser.parse_args(argv)
-    try:
-        doc = {"ok": True, **check(Path(args.inputs))}
-    except Exception as err:  # noqa: BLE001
-        doc = {"ok": False, "error": f"{type(err).__name__}: {err}"[:1000]}
-    view = memoryview(json.dumps(doc, allow_nan=False).encode())
-    while view:
-        view = view[os.write(args.out, view):]
-    os.close(args.out)
-    return 0
+    return answer(args.out, lambda: check(Path(args.inputs)), 1000)
 
 
 if __name__ == "__main__":

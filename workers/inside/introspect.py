@@ -9,9 +9,9 @@ it as hostile data and checks every declaration with leakbed's own model (``work
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
+
+from workers.inside.reply import send
 
 
 def _one_line(err: BaseException) -> str:
@@ -36,11 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=int, required=True, help="the pipe the JSON goes to [fd]")
     parser.add_argument("names", nargs="+", help="attack names [names]")
     args = parser.parse_args(argv)
-    data = json.dumps(introspect(args.names), allow_nan=False).encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(args.out, view):]
-    os.close(args.out)
+    send(args.out, introspect(args.names))
     return 0
 
 

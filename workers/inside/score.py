@@ -12,11 +12,12 @@ import argparse
 import importlib
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from workers.inside.reply import answer
 
 
 def _jsonable(value: object) -> object:
@@ -55,15 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=int, required=True, help="the pipe the result goes to [fd]")
     parser.add_argument("--inputs", default="/leakbed/inputs", help="its read-only inputs [path]")
     args = parser.parse_args(argv)
-    try:
-        doc: dict = {"ok": True, "result": _jsonable(score(Path(args.inputs)))}
-    except Exception as err:  # noqa: BLE001 - the failure goes back as one line
-        doc = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000]}
-    view = memoryview(json.dumps(doc, allow_nan=False).encode())
-    while view:
-        view = view[os.write(args.out, view):]
-    os.close(args.out)
-    return 0
+    return answer(args.out, lambda: {"result": _jsonable(score(Path(args.inputs)))}, 2000)
 
 
 if __name__ == "__main__":
