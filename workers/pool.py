@@ -181,6 +181,7 @@ class AttackPool:
         self._stop = threading.Event()
         self._slots = threading.Semaphore(count)
         self._lanes: dict[str, _Lane] = {}
+        self._threads: list[threading.Thread] = []  # every lane thread started (``close`` joins them all)
         self._pending_rounds: dict[int, int] = {}  # round -> lane tasks not yet done
         self._pending_fits = 0
         self._filed: list[str] = []  # the run's anonymous update ids, as filed
@@ -339,11 +340,17 @@ class AttackPool:
                 self._lanes[spec.key] = lane
             return lane
 
-    def _enqueue(self, lane: _Lane, task: _Task) -> None:
+    def _enqueue(self, lane: _Lane, task: _Task, last: bool = False) -> None:
+        """Queue ``task`` on ``lane`` (``last``: the lane ends after it), starting the lane's thread if it has none.
+
+        The queue, the ``last`` mark and the thread are changed under one lock, and a thread that ends leaves its
+        lane under that same lock: a task is never queued on a lane whose thread has already decided to end."""
         with self._lock:
             lane.tasks.append(task)
-            if lane.thread is None or not lane.thread.is_alive():
+            lane.done = lane.done or last
+            if lane.thread is None:
                 lane.thread = threading.Thread(target=self._serve, args=(lane,), daemon=True, name=f"lane-{lane.spec.key}")
+                self._threads = [t for t in self._threads if t.is_alive()] + [lane.thread]
                 lane.thread.start()
             self._lock.notify_all()
 
@@ -351,19 +358,20 @@ class AttackPool:
         """The lane's thread: its tasks one at a time, at most ``count`` lanes' tasks at once. It starts (and, after
         a death, restarts) the lane's process itself, so the sandbox lives exactly as long as this thread."""
         try:
-            while not self._stop.is_set():
+            while True:
                 with self._lock:
                     while not lane.tasks and not lane.done and not self._stop.is_set():
                         self._lock.wait(0.5)
-                    if self._stop.is_set() or (not lane.tasks and lane.done):
+                    if self._stop.is_set() or not lane.tasks:
                         return
                     task = lane.tasks.popleft()
                 with self._slots:
                     self._run(lane, task)
         finally:
-            if lane.handle is not None:
-                lane.handle.stop()
-                lane.handle = None
+            with self._lock:  # the decision to end and leaving the lane are one step (see ``_enqueue``)
+                handle, lane.handle, lane.thread = lane.handle, None, None
+            if handle is not None:
+                handle.stop()
 
     def _ensure_started(self, lane: _Lane) -> Lane:
         if lane.handle is None:
@@ -589,8 +597,7 @@ class AttackPool:
             for job in ready:
                 waiting.remove(job)
                 lane = self._lane(self._spec(job), job.store or self._run_id)
-                lane.done = True  # its last task: the lane ends after it
-                self._enqueue(lane, _Task("fit", name=job.name, deadline=self._deadline_of(job)))
+                self._enqueue(lane, _Task("fit", name=job.name, deadline=self._deadline_of(job)), last=True)
             with self._lock:
                 if not self._lock.wait_for(lambda: any(self._ready(j, jobs) for j in waiting) or not waiting, timeout=1.0):
                     if time.monotonic() > limit:
@@ -615,13 +622,14 @@ class AttackPool:
         self._stop.set()
         with self._lock:
             self._lock.notify_all()
+        with self._lock:
+            running = [lane.handle for lane in self._lanes.values() if lane.handle is not None and lane.thread is not None]
+            threads = list(self._threads)
+        for handle in running:
+            handle.kill()  # a task in progress ends now; its thread sees the lane end and returns
+        for thread in threads:
+            thread.join(timeout=30)
         for lane in list(self._lanes.values()):
-            handle = lane.handle
-            if handle is not None and lane.thread is not None and lane.thread.is_alive():
-                handle.kill()  # a task in progress ends now; its thread sees the lane end and returns
-        for lane in list(self._lanes.values()):
-            if lane.thread is not None:
-                lane.thread.join(timeout=30)
             if lane.handle is not None:
                 lane.handle.stop()
                 lane.handle = None

@@ -199,6 +199,39 @@ def test_the_pool_exports_its_task_metrics(run):
 # failures, drops, restarts, deadlines
 
 
+def test_a_fit_queued_while_its_lane_is_ending_is_served_by_a_new_lane(tmp_path, decls):
+    """A lane thread that has decided to end (its queue empty, its last task done) while the final fit is queued: the
+    fit once waited out its whole deadline (1,800 s in a full-suite run) for a thread that was stopping its sandbox."""
+    pool = make_pool(tmp_path, decls, ("knn",), shadow=False)
+    prefill_shadow(pool)
+    release = threading.Event()
+    try:
+        feed(pool, rounds=(1,))
+        assert pool.drain(60)
+        pool.score(["knn"])
+        assert pool.drain(120)
+        lane = pool._lanes["r/knn"]
+        ending, stop = threading.Event(), lane.handle.stop
+
+        def slow_stop() -> None:
+            ending.set()
+            release.wait(30)
+            stop()
+
+        lane.handle.stop = slow_stop
+        with pool._lock:
+            lane.done = True  # the thread decides to end ...
+        assert ending.wait(10)  # ... and is stopping its sandbox when the fit is queued
+        threading.Timer(1.0, release.set).start()
+        t0 = time.monotonic()
+        pool.fit(["knn"], timeout=60)
+    finally:
+        release.set()
+        pool.close()
+    assert pool.stats.fitted("knn") and time.monotonic() - t0 < 50, pool.stats.errors
+    assert pool.stats.lanes_started == 2  # a new lane served it
+
+
 @pytest.mark.slow
 def test_a_failing_task_is_counted_not_lost(tmp_path, decls):
     _, arrays, _ = kit.knowledge()
@@ -316,7 +349,8 @@ def test_closing_the_pool_ends_a_running_task_at_once_and_restarts_nothing(tmp_p
     assert took < 5 and kit.gone_within(pids, 2.0), took
     assert s.lanes_started == 1 and s.worker_restarts == 0 and not s.fitted("mlp")
     assert s.errors == ["fit of mlp did not finish in time", "fit task of attack 'mlp' ended: the pool was closed"]
-    assert all(not lane.thread.is_alive() for lane in pool._lanes.values())
+    assert all(lane.thread is None for lane in pool._lanes.values())  # each lane's thread left it
+    assert not any(t.is_alive() for t in pool._threads)
 
 
 @pytest.mark.slow
