@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -21,6 +22,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from leakbed import console
 
@@ -188,11 +191,56 @@ def _start_podman_api(cli: str, env: dict[str, str], path: Path) -> str:
     deadline = time.monotonic() + SOCKET_WAIT_S
     while time.monotonic() < deadline:
         if api_answers(path):
+            _read_by(path).write_text(json.dumps({"pid": proc.pid, "conf": _conf_text(env)}))
             return f"podman: started its Docker API at unix://{path} (pid {proc.pid}, log {path.with_suffix('.log')})"
         if proc.poll() is not None:
             break
         time.sleep(0.3)
     raise EngineError(f"podman system service did not answer on {path} (see {path.with_suffix('.log')})")
+
+
+def _read_by(path: Path) -> Path:
+    """Beside the socket: the service's pid and the containers.conf it read when it started."""
+    return path.with_name(f"{path.name}.started")
+
+
+def _conf_text(env: dict[str, str]) -> str:
+    conf = env.get("CONTAINERS_CONF")
+    return Path(conf).read_text() if conf else ""
+
+
+def _stale_service(path: Path, env: dict[str, str]) -> int | None:
+    """The pid of a running service that read other settings than ``env``'s (another checkout's seccomp profile
+    path: Podman reads containers.conf once, at start), else None. A service leakbed did not start is left alone."""
+    try:
+        started = json.loads(_read_by(path).read_text())
+        pid, conf = int(started["pid"]), str(started["conf"])
+    except (OSError, ValueError, KeyError, TypeError):  # started before leakbed kept this: stale if its conf changed since
+        pid = next((p.pid for p in psutil.process_iter(["cmdline"]) if f"unix://{path}" in (p.info["cmdline"] or [])), 0)
+        conf_file = env.get("CONTAINERS_CONF")
+        try:
+            changed = bool(pid and conf_file and Path(conf_file).stat().st_mtime > psutil.Process(pid).create_time())
+        except (OSError, psutil.Error):
+            changed = False
+        return pid if changed else None
+    if conf == _conf_text(env):
+        return None
+    try:
+        cmdline = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+    return pid if f"unix://{path}" in cmdline else None
+
+
+def _stop_service(pid: int) -> None:
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        proc.wait(10)
+    except psutil.TimeoutExpired:
+        proc.kill()
+    except psutil.Error:
+        pass
 
 
 def _podman() -> Engine | None:
@@ -209,7 +257,11 @@ def _podman() -> Engine | None:
     notes = [f"podman: using {env['CONTAINERS_CONF']}"] if env else []
     path = podman_socket()
     with machine_lock("podman-api"):
-        if api_answers(path):
+        stale = _stale_service(path, env) if api_answers(path) else None
+        if stale is not None:  # started by leakbed from another checkout: its settings name that checkout's files
+            _stop_service(stale)
+            notes.append(f"podman: restarted its Docker API (pid {stale} had read another checkout's settings)")
+        if stale is None and api_answers(path):
             notes.append(f"podman: its Docker API already answers at unix://{path}")
         else:
             notes.append(_start_podman_api(cli, env, path))
