@@ -57,6 +57,9 @@ def page() -> str:
     root = command()
     parts = [INTRO, f"`leakbed` — {root.help}", ""]
     for name, cmd in root.commands.items():
-        usage = " ".join(cmd.get_usage(click.Context(cmd, info_name=f"leakbed {name}")).split())
+        # with the command's own settings, as ``make_context`` would: click caches the help option of the first
+        # context that asks, and a bare one would leave ``--help`` alone as help (``-h`` then parsed as an argument)
+        ctx = click.Context(cmd, info_name=f"leakbed {name}", **(cmd.context_settings or {}))
+        usage = " ".join(cmd.get_usage(ctx).split())
         parts += [f"## `leakbed {name}`", "", cmd.help or "", "", f"```\n{usage}\n```", "", _params(cmd), ""]
     return "\n".join(parts)
