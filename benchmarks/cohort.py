@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(p)
     args = p.parse_args(argv)
 
-    from core.config import dump_config, load_config
-    from core.data import federation
-    from core.layout import RunLayout
+    from leakbed.core.config import dump_config, load_config
+    from leakbed.core.data import federation
+    from leakbed.core.layout import RunLayout
     from leakbed.simulate import simulate, simulation_link
 
     overrides = [

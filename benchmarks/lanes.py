@@ -57,12 +57,12 @@ def run_once(config: str, sets: list[str], tree: Path) -> dict:
 
 def lane_starts(repeats: int) -> dict[str, list[float]]:
     """Seconds from spawning a lane to its open reply: an attack's (mlp) and the shadow lane, sandboxed and plain."""
-    from core.data import federation
-    from core.knowledge import AttackerKnowledge
-    from core.models import attack_keys, build_model
+    from leakbed.core.data import federation
+    from leakbed.core.knowledge import AttackerKnowledge
+    from leakbed.core.models import attack_keys, build_model
+    from leakbed.workers.lane import LaneProcess, LaneSpec
+    from leakbed.workers.sandbox import Limits
     from tests.conftest import tiny_config
-    from workers.lane import LaneProcess, LaneSpec
-    from workers.sandbox import Limits
 
     cfg = tiny_config()
     fed = federation(cfg, "random")
@@ -89,8 +89,8 @@ def lane_starts(repeats: int) -> dict[str, list[float]]:
 
 def introspection() -> dict[str, float]:
     """Seconds to learn leakbed's built-in attacks' declarations: an empty cache, then the cache."""
-    from workers.introspect import Introspector, published
-    from workers.sandbox import Limits
+    from leakbed.workers.introspect import Introspector, published
+    from leakbed.workers.sandbox import Limits
 
     names = sorted(n for n, ep in published().items() if ep.dist is not None and ep.dist.name == "leakbed")
     with tempfile.TemporaryDirectory(prefix="leakbed-decl-cache-") as tmp:

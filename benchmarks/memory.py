@@ -72,7 +72,7 @@ def kind_of(pid: int, root: int) -> str:
         return "Ray GCS"
     if program == "raylet":
         return "Ray raylet"
-    if program in ("bwrap", "setpriv", "prlimit") or any(a.startswith("workers.inside") for a in argv[:4]):
+    if program in ("bwrap", "setpriv", "prlimit") or any(a.startswith("leakbed.workers.inside") for a in argv[:4]):
         return "attack lanes"
     script = os.path.basename(argv[1]) if len(argv) > 1 else ""
     if any(os.path.basename(a) == "default_worker.py" for a in argv[:4]):  # a Ray worker before it took its title
@@ -241,7 +241,7 @@ def run_one(config: str, sets: list[str], out: Path, interval: float) -> dict:
                 proc.wait(timeout=60)
             left = marked_pids(mark)
             if left:
-                from core.processes import terminate
+                from leakbed.core.processes import terminate
 
                 terminate(left, grace=5)
     wall = time.perf_counter() - t0

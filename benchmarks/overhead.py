@@ -53,7 +53,7 @@ from benchmarks.common import (
 from benchmarks.measure import TreeMemory, cpu_between, tree_cpu_by_label
 
 if TYPE_CHECKING:
-    from core.config import ExperimentConfig
+    from leakbed.core.config import ExperimentConfig
 
 quiet_env()  # before anything imports flwr (all Flower imports below are lazy)
 
@@ -88,9 +88,9 @@ def run_plain(cfg: ExperimentConfig, rule: str, evaluate_server: bool, out: Path
 
     import numpy as np
 
-    from core.config import dump_config
-    from core.data import federation
     from leakbed.apps import PROGRESS_FILE
+    from leakbed.core.config import dump_config
+    from leakbed.core.data import federation
     from leakbed.simulate import SimulationLink, federation_config, follow
 
     (out / "config.toml").write_text(dump_config(cfg))
@@ -151,9 +151,9 @@ def _steady(per_round: list[float]) -> float:
 
 def run_leakbed(cfg: ExperimentConfig, rule: str, out: Path, interval: tuple[float, float]) -> dict:
     """One leakbed run into the run folder ``out`` (see ``core.layout``), on a simulation SuperLink of its own."""
-    from core.data import federation
-    from core.layout import RunLayout
-    from core.store import UpdateStore
+    from leakbed.core.data import federation
+    from leakbed.core.layout import RunLayout
+    from leakbed.core.store import UpdateStore
     from leakbed.simulate import SimulationLink, simulate
 
     marks = CpuMarks()
@@ -289,9 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(p)
     args = p.parse_args(argv)
 
-    from core.config import dump_config, load_config
-    from core.data import federation
-    from core.models import build_model
+    from leakbed.core.config import dump_config, load_config
+    from leakbed.core.data import federation
+    from leakbed.core.models import build_model
 
     cfg = load_config(
         args.config,

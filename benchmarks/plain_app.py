@@ -24,13 +24,13 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from core.config import load_config
-from core.data import federation
-from core.models import build_model
-from core.training import evaluate, pick_device
 from leakbed.apps import write_progress
-from server.plan import device_plan
-from server.run_parts import train_config
+from leakbed.core.config import load_config
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.training import evaluate, pick_device
+from leakbed.server.plan import device_plan
+from leakbed.server.run_parts import train_config
 
 
 class CountingGrid:

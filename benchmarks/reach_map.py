@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -56,10 +56,10 @@ def attack_sets() -> list[str]:
 
 def run_point(data: str, name: str, sets: list[str], folder: Path, extra: list[str]) -> None:
     """One real run of the data set's config with ``sets``."""
-    from core.config import load_config
     from leakbed.cli import QUIET_ENV
     from leakbed.commands.experiment import preflight, run_experiment
     from leakbed.console import progress
+    from leakbed.core.config import load_config
 
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
@@ -118,14 +118,14 @@ def describe(point: str) -> str:
 def paper_femnist() -> dict:
     """Dimitrov et al.'s FEMNIST figure as the ``fedavg-inversion`` plugin declares it (``Scoring.reference``): learnt
     from its declaration (a sandboxed introspection, cached), never by importing the attack's module here."""
-    from core.config import WorkersConfig
-    from workers.introspect import for_workers
+    from leakbed.core.config import WorkersConfig
+    from leakbed.workers.introspect import for_workers
 
     return dict(for_workers(WorkersConfig()).declarations(["fedavg-inversion"])["fedavg-inversion"].scoring.reference)
 
 
 def markdown(rows: list[dict]) -> str:
-    from referee.score_reconstruction import RECOVERED_PSNR
+    from leakbed.referee.score_reconstruction import RECOVERED_PSNR
 
     PAPER_FEMNIST = paper_femnist()  # noqa: N806 - the paper's constant, as the plugin names it
 

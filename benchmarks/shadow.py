@@ -46,12 +46,12 @@ def _cnn() -> tuple[Any, Any, str]:
     """Knowledge and round-1 snapshot of the quickstart federation."""
     import torch
 
-    from core.config import build_config
-    from core.data import federation
-    from core.knowledge import AttackerKnowledge
-    from core.models import attack_keys, build_model
-    from core.records import RoundSnapshot
-    from core.training import TrainConfig, state_arrays
+    from leakbed.core.config import build_config
+    from leakbed.core.data import federation
+    from leakbed.core.knowledge import AttackerKnowledge
+    from leakbed.core.models import attack_keys, build_model
+    from leakbed.core.records import RoundSnapshot
+    from leakbed.core.training import TrainConfig, state_arrays
 
     cfg = build_config(tomllib.loads((REPO / "configs/quickstart.toml").read_text()), [])
     fed = federation(cfg, "random")
@@ -88,12 +88,12 @@ def _lm_user(rng: np.random.Generator, windows: int, mean_post: int) -> tuple[np
 def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
     import torch
 
-    from core.config import FLConfig, ModelConfig
-    from core.data.corpus import Corpus, UserData
-    from core.knowledge import AttackerKnowledge
-    from core.models import attack_keys, build_model
-    from core.records import RoundSnapshot
-    from core.training import TrainConfig, state_arrays
+    from leakbed.core.config import FLConfig, ModelConfig
+    from leakbed.core.data.corpus import Corpus, UserData
+    from leakbed.core.knowledge import AttackerKnowledge
+    from leakbed.core.models import attack_keys, build_model
+    from leakbed.core.records import RoundSnapshot
+    from leakbed.core.training import TrainConfig, state_arrays
 
     rng = np.random.default_rng(0)
     prior = {}
@@ -113,7 +113,7 @@ def _lstm_lm(users: int, mean_post: int) -> tuple[Any, Any, str]:
 
 
 def _run(knowledge: Any, snap: Any, batch_users: int) -> tuple[float, float, dict[str, float], list[str], np.ndarray]:
-    from attacks.shadow import shadow_updates
+    from leakbed.attacks.shadow import shadow_updates
 
     k = replace(knowledge, shadow_batch_users=batch_users)
     phases: dict[str, float] = {}
@@ -159,7 +159,7 @@ def _device_name(device: str) -> str:
 
 
 def _steps(knowledge: Any, snap: Any) -> int:
-    from core.training import TrainConfig, batch_indices
+    from leakbed.core.training import TrainConfig, batch_indices
 
     cfg = TrainConfig.from_config(snap.train_config)
     return sum(len(batch_indices(len(d), cfg, 0)) for d in knowledge.prior.values())

@@ -4,4 +4,4 @@ It stands on ``core`` (the ground) and wires the rooms together: ``server``, ``c
 ``defenses``, ``attacks`` and ``referee``. Nothing below imports it.
 """
 
-import core  # noqa: F401  (sets GRPC_ENABLE_FORK_SUPPORT before anything imports grpc)
+import leakbed.core  # noqa: F401  (sets GRPC_ENABLE_FORK_SUPPORT before anything imports grpc)

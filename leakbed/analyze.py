@@ -33,8 +33,8 @@ def run_analysis(
     """Check the sizes, open the run, run the analysis ``name`` (one of ``ANALYSES``; the counts are positive, as the
     CLI's bounds make them), re-write the run's report; returns the markdown file."""
     from leakbed.report import MissingMetrics, load_runs, write_report
-    from studies import layers, prior_size, progress, raw_vs_update, train_size
-    from studies.run_view import RunView
+    from leakbed.studies import layers, prior_size, progress, raw_vs_update, train_size
+    from leakbed.studies.run_view import RunView
 
     sizes_ = _ints(sizes, "--sizes")
     set_sizes_ = _ints(set_sizes, "--set-sizes")

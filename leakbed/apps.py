@@ -18,20 +18,20 @@ from pathlib import Path
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from core.config import ConfigError, ExperimentConfig, dump_config, load_config, split_overrides
-from core.data import DataError
-from core.declaration import Declaration
-from core.layout import RunLayout
-from core.paths import default_run_dir
 from leakbed import ray_actors
+from leakbed.core.config import ConfigError, ExperimentConfig, dump_config, load_config, split_overrides
+from leakbed.core.data import DataError
+from leakbed.core.declaration import Declaration
+from leakbed.core.layout import RunLayout
+from leakbed.core.paths import default_run_dir
 from leakbed.preflight import declarations, preflight, resolve
+from leakbed.referee.judge import RunJudge
+from leakbed.referee.seal import TRUTH_FILE
 from leakbed.report import write_report
 from leakbed.run_state import PROGRESS_FILE  # in a prior's results folder: the last finished round, its utility
+from leakbed.server.experiment import run_federation
+from leakbed.server.metrics import hold as hold_metrics
 from leakbed.server_defenses import ServerDefenses
-from referee.judge import RunJudge
-from referee.seal import TRUTH_FILE
-from server.experiment import run_federation
-from server.metrics import hold as hold_metrics
 
 
 class Refused(RuntimeError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 HEADER = ["prior", "view", "ε accountant", "ε amplified", "ε_emp (Andrew)", "ε lower bound", "bound / ε", "canaries"]
 VIEWS = ("all iterates", "final model")

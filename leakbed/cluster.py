@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 
-from core.config import ConfigError, ExperimentConfig
+from leakbed.core.config import ConfigError, ExperimentConfig
 
 PROBE_SECONDS = 5.0  # each probe's limit: a reachable head answers in milliseconds
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from workers.seccomp import oci_profile
+from leakbed.workers.seccomp import oci_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "deploy" / "templates"

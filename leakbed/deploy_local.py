@@ -26,10 +26,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.config import ExperimentConfig, dump_config
-from core.layout import RunLayout
-from core.processes import ProcessGroup, free_ports
 from leakbed import flower
+from leakbed.core.config import ExperimentConfig, dump_config
+from leakbed.core.layout import RunLayout
+from leakbed.core.processes import ProcessGroup, free_ports
 from leakbed.launcher import ProcessLauncher
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

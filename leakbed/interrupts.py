@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from core.processes import ProcessGroup
+from leakbed.core.processes import ProcessGroup
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _GROUPS: list[ProcessGroup] = []

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
-from core.processes import ProcessGroup
 from leakbed import interrupts
+from leakbed.core.processes import ProcessGroup
 
 STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when a process launcher stops
 

@@ -35,15 +35,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from attacks.contract import Attack, AttackContext, Outputs, ReidAttack, Scores
-from attacks.scoring import ScoreContext, TruthView
-from core.data.corpus import Corpus, UserData
-from core.declaration import Needs, Scoring, Setting
-from core.inputs import InputsView
-from core.knowledge import AttackerKnowledge
-from core.params import NoParams, Params
-from core.records import RoundSnapshot
-from core.reid_metrics import random_ranking_ap, reid_metrics
+from leakbed.attacks.contract import Attack, AttackContext, Outputs, ReidAttack, Scores
+from leakbed.attacks.scoring import ScoreContext, TruthView
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.declaration import Needs, Scoring, Setting
+from leakbed.core.inputs import InputsView
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.params import NoParams, Params
+from leakbed.core.records import RoundSnapshot
+from leakbed.core.reid_metrics import random_ranking_ap, reid_metrics
 
 if TYPE_CHECKING:  # loaded on first use (torch, Flower): see __getattr__
     pass
@@ -52,17 +52,17 @@ ATTACKS = "leakbed.attacks"
 DEFENSES = "leakbed.defenses"
 
 _LAZY = {
-    "build_model": "core.models",
-    "load_arrays": "core.training",
-    "pick_device": "core.training",
-    "feature_split": "core.features",
-    "train_property_net": "attacks.feature_inference",
-    "predict_property": "attacks.feature_inference",
-    "Defense": "defenses.contract",
-    "DeviceContext": "defenses.contract",
-    "DefenseSetting": "defenses.contract",
-    "ServerContext": "defenses.contract",
-    "reply_mod": "defenses.mod_reply",
+    "build_model": "leakbed.core.models",
+    "load_arrays": "leakbed.core.training",
+    "pick_device": "leakbed.core.training",
+    "feature_split": "leakbed.core.features",
+    "train_property_net": "leakbed.attacks.feature_inference",
+    "predict_property": "leakbed.attacks.feature_inference",
+    "Defense": "leakbed.defenses.contract",
+    "DeviceContext": "leakbed.defenses.contract",
+    "DefenseSetting": "leakbed.defenses.contract",
+    "ServerContext": "leakbed.defenses.contract",
+    "reply_mod": "leakbed.defenses.mod_reply",
 }
 __all__ = [
     "ATTACKS", "DEFENSES", "Attack", "AttackContext", "AttackerKnowledge", "Corpus", "InputsView", "Needs", "NoParams",

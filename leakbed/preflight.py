@@ -14,26 +14,26 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from core.adoption import adopters
-from core.config import ConfigError, DefenseConfig, ExperimentConfig, one_line
-from core.data import Federation, federation
-from core.declaration import Declaration, ParamsError, Setting, check_params, unmet
-from core.derive import derived_seed
-from core.entry_points import PluginError
-from core.knowledge import AttackerKnowledge
-from core.models import attack_keys, build_model, resolve_name
-from core.multitask import check_adversary
-from core.property_plan import check_property_setup
-from defenses import registry as defense_registry
-from defenses.contract import DefenseSetting
 from leakbed.cluster import check_ray_address
-from referee.kinds import KINDS
-from server.memory_estimate import check_memory
-from server.plan import sampled_per_round
-from workers.checks import RunFacts, own_checks
-from workers.introspect import for_workers
-from workers.sandbox import limits_for
-from workers.tls import tls_files
+from leakbed.core.adoption import adopters
+from leakbed.core.config import ConfigError, DefenseConfig, ExperimentConfig, one_line
+from leakbed.core.data import Federation, federation
+from leakbed.core.declaration import Declaration, ParamsError, Setting, check_params, unmet
+from leakbed.core.derive import derived_seed
+from leakbed.core.entry_points import PluginError
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.models import attack_keys, build_model, resolve_name
+from leakbed.core.multitask import check_adversary
+from leakbed.core.property_plan import check_property_setup
+from leakbed.defenses import registry as defense_registry
+from leakbed.defenses.contract import DefenseSetting
+from leakbed.referee.kinds import KINDS
+from leakbed.server.memory_estimate import check_memory
+from leakbed.server.plan import sampled_per_round
+from leakbed.workers.checks import RunFacts, own_checks
+from leakbed.workers.introspect import for_workers
+from leakbed.workers.sandbox import limits_for
+from leakbed.workers.tls import tls_files
 
 
 def declarations(cfg: ExperimentConfig) -> dict[str, Declaration]:

@@ -10,9 +10,9 @@ import math
 import re
 from pathlib import Path
 
-from core.tables import markdown_table
 from leakbed.audit_report import audit_section
-from studies.sections import analysis_lines, participant_lines
+from leakbed.core.tables import markdown_table
+from leakbed.studies.sections import analysis_lines, participant_lines
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")

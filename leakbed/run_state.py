@@ -11,8 +11,8 @@ import json
 import time
 from pathlib import Path
 
-from core.config import ExperimentConfig
-from core.layout import RunLayout
+from leakbed.core.config import ExperimentConfig
+from leakbed.core.layout import RunLayout
 
 INTERRUPTED = "interrupted.json"
 PROGRESS_FILE = "progress.json"  # a prior's last finished round and its utility (leakbed.apps writes it)

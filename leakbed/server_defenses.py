@@ -13,10 +13,10 @@ from flwr.app import Context, Message, RecordDict
 from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.serverapp.strategy import Strategy
 
-from core.adoption import adopters
-from core.config import ExperimentConfig
-from defenses.contract import ServerContext
-from defenses.registry import defense, params_of
+from leakbed.core.adoption import adopters
+from leakbed.core.config import ExperimentConfig
+from leakbed.defenses.contract import ServerContext
+from leakbed.defenses.registry import defense, params_of
 
 
 def _bind(mod: Mod, call_next: ClientAppCallable) -> ClientAppCallable:

@@ -26,12 +26,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from core.config import ExperimentConfig, dump_config
-from core.data import federation
-from core.layout import RunLayout
-from core.processes import free_port, free_ports
 from leakbed import flower
 from leakbed.apps import PROGRESS_FILE
+from leakbed.core.config import ExperimentConfig, dump_config
+from leakbed.core.data import federation
+from leakbed.core.layout import RunLayout
+from leakbed.core.processes import free_port, free_ports
 from leakbed.deprecations import reemit
 from leakbed.launcher import ProcessLauncher
 from leakbed.ray_actors import memory_line
@@ -59,7 +59,7 @@ publisher = "leakbed"
 
 [tool.flwr.app.components]
 serverapp = "{server_app}"
-clientapp = "client.app:app"
+clientapp = "leakbed.client.app:app"
 
 [tool.flwr.app.config]
 config = ""

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, ExperimentConfig, build_config, read_tree
-from core.declaration import reid_names
-from core.tables import markdown_table
-from defenses.registry import params_of
 from leakbed.audit_report import plot_epsilon
+from leakbed.core.config import ConfigError, ExperimentConfig, build_config, read_tree
+from leakbed.core.declaration import reid_names
+from leakbed.core.tables import markdown_table
+from leakbed.defenses.registry import params_of
 from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 

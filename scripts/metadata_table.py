@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 
 def _x(m: dict | None, key: str = "x_chance") -> str:

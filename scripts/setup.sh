@@ -19,5 +19,3 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   done
   echo "$want" > "$stamp"
 fi
-# The attack service's gRPC code is a build output (gitignored): compile it on every setup (well under a second).
-.venv/bin/python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/workers/service.proto

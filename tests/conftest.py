@@ -13,11 +13,21 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, Error, Message, Metadata, RecordDict
 
-from core.config import ExperimentConfig, build_config
+from leakbed.core.config import ExperimentConfig, build_config
 from tests.integration.procs import Procs, ray_head
 from tests.schedule import TimingsRecorder, read_timings, schedule
 
 REPO = Path(__file__).resolve().parents[1]
+ROOMS = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies")
+
+
+def room_of(module: str) -> str:
+    """The room a dotted module name lies in (``leakbed.core.x`` -> ``core``; the product's own -> ``leakbed``), or
+    its top-level name when it is not ours (``flwr.server`` -> ``flwr``)."""
+    parts = module.split(".")
+    if parts[0] != "leakbed":
+        return parts[0]
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "leakbed"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
@@ -60,10 +70,10 @@ def tiny_config(*overrides: str) -> ExperimentConfig:
 
 def device_round(cfg: ExperimentConfig, partition: int, rnd: int = 1, train: object = None, rule: str = "random"):  # noqa: ANN201
     """The ``client.plan.DeviceRound`` a device of ``cfg`` handles in round ``rnd`` (its plan as the server sends it)."""
-    from client.plan import DeviceRound
-    from core.data import federation
-    from core.training import TrainConfig
-    from server.plan import device_plan
+    from leakbed.client.plan import DeviceRound
+    from leakbed.core.data import federation
+    from leakbed.core.training import TrainConfig
+    from leakbed.server.plan import device_plan
 
     plan = device_plan(cfg, rule, federation(cfg, rule).user_ids)
     return DeviceRound(plan, partition, rnd, train if train is not None else TrainConfig.of(cfg.fl))
@@ -169,8 +179,8 @@ def example_plugin() -> Path:
         except PackageNotFoundError:
             cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(EXAMPLE_PLUGIN)]
             subprocess.run(cmd, check=True, capture_output=True, text=True)
-    from attacks import registry as attacks
-    from defenses import registry as defenses
+    from leakbed.attacks import registry as attacks
+    from leakbed.defenses import registry as defenses
 
     attacks.attack.cache_clear()
     defenses.defense.cache_clear()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-PACKAGES = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies", "leakbed")
+ROOMS = ("core", "defenses", "client", "attacks", "workers", "referee", "server", "studies")
+PACKAGES = (*ROOMS, "leakbed")  # a room by its last part; "leakbed" = the product's own modules beside the rooms
 # DESIGN.md's table: the packages of ours each may import
 ALLOWED = {
     "core": set(),
@@ -29,41 +30,94 @@ ALLOWED = {
     "leakbed": {"core", "defenses", "client", "attacks", "workers", "referee", "server", "studies"},
 }
 # the only modules of ours that may import attack code: they run inside a sandbox, or are what a plugin imports
-ATTACK_IMPORTERS = ("workers/inside/", "leakbed/plugin.py")
-SERVER_MAY_USE_OF_REFEREE = {"referee.seal"}  # sealing only
+ATTACK_IMPORTERS = ("leakbed/workers/inside/", "leakbed/plugin.py")
+SERVER_MAY_USE_OF_REFEREE = {"leakbed.referee.seal"}  # sealing only
+SRC = REPO / "leakbed"
+
+
+def files_of(package: str) -> list[Path]:
+    """The files of one room (or of the product: ``leakbed/`` less the rooms)."""
+    if package != "leakbed":
+        return [p for p in (SRC / package).rglob("*.py") if "_pb2" not in p.name]
+    return [p for p in SRC.rglob("*.py") if p.relative_to(SRC).parts[0] not in ROOMS and "_pb2" not in p.name]
+
+
+def module_of(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+OURS = {module_of(p) for p in SRC.rglob("*.py")}
+LOADED_BY_NAME = re.compile(r"(leakbed(?:\.\w+)+)(:\w+)?")
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "leakbed":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "leakbed"
+
+
+def imported_names(path: Path) -> list[tuple[str, int]]:
+    """Every module of ours ``path`` loads: imports at any depth, relative ones resolved, and modules named by a
+    string (``importlib.import_module``, ``python -m``, a lazy table, a Flower component: ``"pkg.mod[:attr]"``)."""
+    here = module_of(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                stem = package[: len(package) - (node.level - 1)]
+                base = ".".join([*stem, *([node.module] if node.module else [])])
+            found += [(base, node.lineno), *((f"{base}.{a.name}", node.lineno) for a in node.names)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = LOADED_BY_NAME.fullmatch(node.value)  # "leakbed.attacks" alone is also an entry-point group
+            if named and named[1] in OURS and (named[1].count(".") >= 2 or named[2]):
+                found.append((named[1], node.lineno))
+    return found
 
 
 def imports(package: str) -> dict[str, set[str]]:
-    """module imported -> {file:line}, for every import in ``package`` (nested ones included)."""
+    """module imported -> {file:line}, for every import in ``package`` (nested and relative ones, string loads)."""
     found: dict[str, set[str]] = defaultdict(set)
-    for path in (REPO / package).rglob("*.py"):
-        if "_pb2" in path.name:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            for name in names:
-                found[name].add(f"{path.relative_to(REPO)}:{node.lineno}")
+    for path in files_of(package):
+        for name, line in imported_names(path):
+            found[name].add(f"{path.relative_to(REPO)}:{line}")
     return found
 
 
 def edges() -> dict[str, set[str]]:
-    return {p: {m.split(".")[0] for m in imports(p)} & set(PACKAGES) - {p} for p in PACKAGES}
+    return {p: {r for m in imports(p) if (r := room_of(m))} - {p} for p in PACKAGES}
 
 
-def test_every_top_level_package_is_in_the_table():
+def test_one_top_level_package():
+    """Every room lives under ``leakbed.``: the checkout (and the wheel) has one importable top-level name."""
     ours = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()} - {"tests", "benchmarks"}
-    assert ours == set(PACKAGES)
+    assert ours == {"leakbed"}
+    rooms = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()} - {"commands", "reference"}
+    assert rooms == set(ROOMS)
 
 
 def test_imports_follow_the_design_table():
     for pkg, targets in edges().items():
         bad = targets - ALLOWED[pkg]
-        where = [sorted(imports(pkg)[m])[:2] for m in imports(pkg) if m.split(".")[0] in bad]
+        where = [sorted(w)[:2] for m, w in imports(pkg).items() if room_of(m) in bad]
         assert not bad, f"{pkg} imports {sorted(bad)}: {where}"
+
+
+def test_a_relative_import_and_a_string_load_count(tmp_path):
+    """The graph sees ``from ..referee import x`` and ``importlib.import_module("leakbed.referee.truth")``."""
+    probe = SRC / "core" / "_probe_for_architecture_test.py"
+    probe.write_text('import importlib\nfrom ..referee import seal\nimportlib.import_module("leakbed.referee.truth")\n')
+    try:
+        names = {n for n, _ in imported_names(probe)}
+    finally:
+        probe.unlink()
+    assert "leakbed.referee.seal" in names and "leakbed.referee.truth" in names
 
 
 def test_no_cycles_between_packages():
@@ -82,8 +136,8 @@ def test_no_cycles_between_packages():
 
 
 def test_the_server_uses_the_referee_only_to_seal():
-    used = {m for m in imports("server") if m.split(".")[0] == "referee"}
-    assert {m.rsplit(".", 1)[0] if m.count(".") > 1 else m for m in used} <= SERVER_MAY_USE_OF_REFEREE, used
+    used = {m for m in imports("server") if room_of(m) == "referee"}
+    assert {".".join(m.split(".")[:3]) for m in used} <= SERVER_MAY_USE_OF_REFEREE, used
 
 
 def test_no_trusted_module_imports_attack_code():
@@ -92,7 +146,7 @@ def test_no_trusted_module_imports_attack_code():
         if pkg == "attacks":
             continue
         for module, places in imports(pkg).items():
-            if module.split(".")[0] != "attacks":
+            if room_of(module) != "attacks":
                 continue
             bad = [w for w in places if not w.startswith(ATTACK_IMPORTERS)]
             assert not bad, f"{module} imported outside a sandbox's entry point: {sorted(bad)[:3]}"
@@ -105,24 +159,14 @@ def test_the_shared_import_graph_tool_agrees():
     assert out.returncode == 0 and "0 cycles" in out.stdout, out.stdout
 
 
-def module_of(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
-    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(parts)
-
-
 def file_graph(package: str) -> dict[str, set[str]]:
     """module -> the modules of the same package it imports (at any depth, inside functions too)."""
-    files = {module_of(p): p for p in (REPO / package).rglob("*.py") if "_pb2" not in p.name}
+    files = {module_of(p): p for p in files_of(package)}
     graph: dict[str, set[str]] = {m: set() for m in files}
     for mod, path in files.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            graph[mod] |= {n for n in names if n in files and n != mod and n != package}
+        names = [n for n, _ in imported_names(path)]
+        top = "leakbed" if package == "leakbed" else f"leakbed.{package}"
+        graph[mod] |= {n for n in names if n in files and n != mod and n != top}
     return graph
 
 
@@ -149,23 +193,23 @@ def test_no_cycles_between_the_files_of_a_package():
 
 def test_no_name_checks_of_plugins_outside_their_own_modules():
     """Core, client, server, referee, studies and the product know plugins by entry point, never by name."""
-    from defenses import registry as defenses
-    from workers.introspect import published
+    from leakbed.defenses import registry as defenses
+    from leakbed.workers.introspect import published
 
     names = [*published(), *defenses.names()]
     alternatives = "|".join(map(re.escape, names))
     pattern = re.compile(r"""(==|!=|\bin)\s*\(?\s*["'](""" + alternatives + r""")["']""")
     for package in ("core", "client", "workers", "server", "referee", "studies", "leakbed"):
-        for path in (REPO / package).rglob("*.py"):
+        for path in files_of(package):
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 assert not pattern.search(line), f"{path.relative_to(REPO)}:{n} checks a plugin by name: {line.strip()}"
 
 
 def test_every_built_in_plugin_declares_its_source_threat_and_parameters():
-    from defenses import registry as defenses
-    from referee.kinds import KINDS
-    from workers.introspect import Introspector, published
-    from workers.sandbox import Limits, available
+    from leakbed.defenses import registry as defenses
+    from leakbed.referee.kinds import KINDS
+    from leakbed.workers.introspect import Introspector, published
+    from leakbed.workers.sandbox import Limits, available
 
     decls = Introspector(Limits() if available() == "" else None).declarations(sorted(published()))
     for name, decl in decls.items():
@@ -183,10 +227,10 @@ def test_every_built_in_plugin_declares_its_source_threat_and_parameters():
 
 def test_core_knows_attack_names_and_parameter_tables_only():
     """``core.config`` holds ``attack.suite`` and ``attack.params``: no attack's own section or field."""
-    from core.config import AttackConfig
+    from leakbed.core.config import AttackConfig
 
     assert "suite" in AttackConfig.model_fields and "params" in AttackConfig.model_fields
-    from workers.introspect import published
+    from leakbed.workers.introspect import published
 
     fields = {f.replace("_", "-") for f in AttackConfig.model_fields}
     assert not fields & set(published()), "core.config names an attack's own section"
@@ -196,7 +240,7 @@ def test_no_pickle_anywhere():
     """What a sandbox hands back is read as data, never as code: no pickle module, no ``allow_pickle=True``, no
     ``torch.load`` without ``weights_only=True``, in any package, plugin or benchmark of ours (a test may pickle
     a record to look for an identity in its bytes: it never loads one)."""
-    roots = [*(REPO / p for p in PACKAGES), REPO / "plugins", REPO / "examples", REPO / "benchmarks"]
+    roots = [SRC, REPO / "plugins", REPO / "examples", REPO / "benchmarks"]
     for root in roots:
         for path in root.rglob("*.py"):
             if "_pb2" in path.name or ".venv" in path.parts:

@@ -39,21 +39,11 @@ RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
     && python -m pip install --cache-dir /tmp/pip-cache -r requirements.txt
 
 COPY --chown=app:app pyproject.toml README.md ./
-COPY --chown=app:app proto proto
-COPY --chown=app:app core core
 COPY --chown=app:app leakbed leakbed
-COPY --chown=app:app referee referee
-COPY --chown=app:app studies studies
-COPY --chown=app:app server server
-COPY --chown=app:app client client
-COPY --chown=app:app attacks attacks
-COPY --chown=app:app workers workers
-COPY --chown=app:app defenses defenses
 COPY --chown=app:app configs configs
 # third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
 COPY --chown=app:app deploy/plugins deploy/plugins
-RUN python -m grpc_tools.protoc -I proto --python_out=. --grpc_python_out=. proto/workers/service.proto \
-    && python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
+RUN python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
     && if ls deploy/plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps deploy/plugins/*.whl; fi
 
 ENV LEAKBED_HOME=/data \

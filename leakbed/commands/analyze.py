@@ -8,10 +8,10 @@ from typing import Annotated
 import click
 import typer
 
-from core.config import ConfigError
 from leakbed import console
 from leakbed.analyze import ANALYSES
 from leakbed.commands.options import RunDir
+from leakbed.core.config import ConfigError
 
 Analysis = Annotated[
     str,

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from core.config import ConfigError, load_config
 from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, Out, Sets, Workers
+from leakbed.core.config import ConfigError, load_config
 
 
 def deploy_local(
@@ -24,7 +24,7 @@ def deploy_local(
                                               "[port]")] = 0,
     hold: Annotated[float, typer.Option(min=0, max=86_400, help="keep /metrics up this long after each run [s]")] = 5.0,
 ) -> int:  # fmt: skip
-    from core.data import DataError, federation
+    from leakbed.core.data import DataError, federation
     from leakbed.deploy_local import DeployError, deploy_local
 
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.config import ConfigError, ExperimentConfig, dump_config
-from core.paths import default_run_dir
 from leakbed import console
+from leakbed.core.config import ConfigError, ExperimentConfig, dump_config
+from leakbed.core.paths import default_run_dir
 
 
 def preflight(cfg: ExperimentConfig) -> ExperimentConfig:

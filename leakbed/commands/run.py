@@ -6,16 +6,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from core.config import ConfigError, dump_config, load_config
 from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, Out, RayAddress, RunDir, Sets
+from leakbed.core.config import ConfigError, dump_config, load_config
 
 RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gradients"]'
 
 
 def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: RayAddress = None) -> int:
-    from core.data import DataError
+    from leakbed.core.data import DataError
 
     try:
         cfg = load_config(config, [*(set_ or []), *experiment.ray_set(ray_address)])
@@ -48,7 +48,7 @@ def feature_inference(config: Config = None, set_: Sets = None, out: Out = None)
 
 
 def validate(config: Config = None, set_: Sets = None) -> int:
-    from core.data import DataError
+    from leakbed.core.data import DataError
 
     try:
         cfg = experiment.preflight(load_config(config, set_ or []))

@@ -58,8 +58,8 @@ def sandbox_run(
 ) -> int:
     """Run a program in exactly the sandbox an attack's lane gets (``--store`` read-only at /leakbed/inputs, a
     writable tmpfs of its own at /leakbed/out, the working directory); its exit code and output pass through."""
-    from workers import sandbox
-    from workers.lane import INPUTS
+    from leakbed.workers import sandbox
+    from leakbed.workers.lane import INPUTS
 
     argv = list(command or [])
     argv = argv[1:] if argv[:1] == ["--"] else argv
@@ -98,7 +98,7 @@ def attack_worker(
     it serves until SIGTERM, SIGINT or SIGHUP, then ends every lane, removes its socket and the temporary folders it
     made, and exits 0, the way a worker ends (a second signal ends the lanes at once, and it exits 128 + its number).
     Its own handlers take over from leakbed's interrupt (``leakbed.interrupts``) once it has checked its options."""
-    from workers import remote
+    from leakbed.workers import remote
 
     if (port is None) == (socket is None):
         raise click.UsageError("give one of --port or --socket" if port is None else "--port and --socket exclude each other")

@@ -8,11 +8,11 @@ from typing import Annotated
 import click
 import typer
 
-from core.config import ConfigError, load_config
-from core.paths import default_run_dir
 from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, RayAddress, ResumableOut, Sets, SweepConfig
+from leakbed.core.config import ConfigError, load_config
+from leakbed.core.paths import default_run_dir
 
 Grid = Annotated[
     list[str] | None,
@@ -37,8 +37,8 @@ def sweep(
 ) -> int:
     import json
 
-    from core.config import read_tree
-    from core.data import DataError
+    from leakbed.core.config import read_tree
+    from leakbed.core.data import DataError
     from leakbed.sweep import (
         extends,
         grid_points,
@@ -81,8 +81,8 @@ def open_world_sweep(
     config: Config = None, set_: Sets = None, seen: Seen = "0,0.25,0.5,0.75,1", prior: OpenWorldPrior = "chrono",
     out: ResumableOut = None,
 ) -> int:  # fmt: skip
-    from core.data import DataError
-    from studies.open_world_sweep import parse_seen, run_sweep, sweep_config
+    from leakbed.core.data import DataError
+    from leakbed.studies.open_world_sweep import parse_seen, run_sweep, sweep_config
 
     try:
         shares = parse_seen(seen)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 # What the papers report in kind (as the issue quotes them): a one-run lower bound against the analytical ε.
 PAPERS = [

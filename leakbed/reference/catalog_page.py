@@ -7,11 +7,11 @@ importing their modules; defenses by their registry (device code, which the docs
 
 from __future__ import annotations
 
-from core.config import WorkersConfig
-from core.declaration import Declaration
-from defenses import registry as defenses
+from leakbed.core.config import WorkersConfig
+from leakbed.core.declaration import Declaration
+from leakbed.defenses import registry as defenses
 from leakbed.reference.fields import rows, schema_rows, table
-from workers.introspect import for_workers, published
+from leakbed.workers.introspect import for_workers, published
 
 INTRO = """# Catalog of attacks and defenses
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from core.tables import markdown_table
 from leakbed.cli import command
+from leakbed.core.tables import markdown_table
 
 INTRO = """# Command line
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.config import MOVED, ExperimentConfig
-from core.tables import markdown_table
+from leakbed.core.config import MOVED, ExperimentConfig
+from leakbed.core.tables import markdown_table
 from leakbed.reference.fields import rows, table
 
 INTRO = """# Configuration
@@ -15,7 +15,7 @@ a value outside them stops the run before anything starts, with one line naming 
 Each attack's parameters live in a table `[attack.params.<name>]`, each defense's beside its `name` in
 `[[defenses]]`: they are defined by the plugin, and listed in the [catalog](catalog.md).
 
-*Generated from `core/config.py` by `leakbed/reference/config_page.py`.*
+*Generated from `leakbed/core/config.py` by `leakbed/reference/config_page.py`.*
 """
 
 

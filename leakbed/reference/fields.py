@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 UNIT = re.compile(r"^(?P<text>.*?)\s*\[(?P<unit>[^\[\]]+)\]\.?\s*$", re.S)
 BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("min_length", "length ≥"), ("max_length", "length ≤"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.tables import markdown_table
-from core.telemetry import SERVER_REGISTRY
+from leakbed.core.tables import markdown_table
+from leakbed.core.telemetry import SERVER_REGISTRY
 from leakbed.reference.fields import split_unit
 
 INTRO = """# Prometheus metrics
@@ -13,7 +13,7 @@ sandboxed worker has no network, so the pool counts for it). Labels are bounded 
 user, node or update id. Counters are queried with their `_total` suffix, histograms through `_bucket`,
 `_sum` and `_count`.
 
-*Generated from `core/telemetry.py`'s registry by `leakbed/reference/metrics_page.py`.*
+*Generated from `leakbed/core/telemetry.py`'s registry by `leakbed/reference/metrics_page.py`.*
 
 """
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 
 # --- hand-written parts ----------------------------------------------------------------------------------------
 
@@ -43,8 +43,8 @@ a whole plugin: [Write an attack plugin](../tutorials/attack-plugin.md),
 [Write a defense plugin](../tutorials/defense-plugin.md); the [threat model](../explanation/threat-model.md) says
 what confines them.
 
-*Generated from `leakbed/plugin.py`, `core/declaration.py`, `attacks/contract.py`, `attacks/scoring.py`,
-`core/inputs.py`, `referee/kinds.py` and `referee/schemas.py` by `leakbed/reference/plugin_api_page.py`.*
+*Generated from `leakbed/plugin.py`, `leakbed/core/declaration.py`, `leakbed/attacks/contract.py`, `leakbed/attacks/scoring.py`,
+`leakbed/core/inputs.py`, `leakbed/referee/kinds.py` and `leakbed/referee/schemas.py` by `leakbed/reference/plugin_api_page.py`.*
 
 ## Where an attack's code runs
 
@@ -67,7 +67,7 @@ prior's store (`<run>/attack-store/<prior>/`): the global model and training con
 updates, the attacker's shadow updates and its knowledge (`ctx.store`, `ctx.knowledge`). It writes only
 `/leakbed/out` (`ctx.folder`), a tmpfs of `workers.limits.output` MiB: nothing it writes lands on the host's disk.
 `predict`'s outputs go back to trusted code through a pipe and are checked as hostile data before anything reads
-them (`workers/hostile.py`: bounded size, arrays of numbers, booleans or text only, never pickled objects, names of
+them (`leakbed/workers/hostile.py`: bounded size, arrays of numbers, booleans or text only, never pickled objects, names of
 `[A-Za-z0-9_./-]`); the checked copy is written to `<run>/<prior>/outputs/<name>.npz`. Its printed output goes to
 `<run>/attack-logs/<prior>-<name>.log` (capped at `workers.limits.log` MiB; on a remote attack worker, to the
 worker's `--log-dir`). Every task has a deadline: the value
@@ -149,7 +149,7 @@ The old form, `scorer = "module:function"`, still loads: it is read as
 
 `Scoring.truth` names them; `ctx.truth.field_for(ids, name)` returns each update's value (None where an update
 lacks it), and a field not declared is not there (KeyError). `user_id` and `round` come from the server's
-sealing; the others are facts each device sealed with its reply (`client/`), for the referee only:
+sealing; the others are facts each device sealed with its reply (`leakbed/client/`), for the referee only:
 
 {truth_table}
 """
@@ -175,18 +175,18 @@ TRUTH_FIELDS: list[tuple[str, str, str]] = [
     ("round", "the round the update was trained in", "always (the server's sealing)"),
     ("node", "the device's per-run keyed node pseudonym", "every individual update (the server's sealing)"),
     ("label-share", "share of each class in the device's private data: a list of `num_classes` floats",
-     "multiclass tasks (`client/user_facts.py`)"),
+     "multiclass tasks (`leakbed/client/user_facts.py`)"),
     ("attr-<name>", "the majority value of attribute column `<name>` in the device's data (a float)",
-     "numeric attribute columns (`client/user_facts.py`)"),
-    ("batch-examples", "distinct examples the update's batches used", "always (`client/batch_truth.py`)"),
+     "numeric attribute columns (`leakbed/client/user_facts.py`)"),
+    ("batch-examples", "distinct examples the update's batches used", "always (`leakbed/client/batch_truth.py`)"),
     ("has-property", "1 when those examples held the `property` attribute, else 0",
-     "data with a `property` column (`client/batch_truth.py`)"),
+     "data with a `property` column (`leakbed/client/batch_truth.py`)"),
     ("property-fraction", "share of those examples holding the property", "data with a `property` column"),
     ("batch-records", "content hashes of the records the batches used", "an attack in the suite declares "
-     "`Needs(records=True)` (`client/batch_truth.py`)"),
+     "`Needs(records=True)` (`leakbed/client/batch_truth.py`)"),
     ("batch-properties", "each of those records' property (0/1), aligned with `batch-records`",
      "`records` and a `property` column"),
-    ("adversary", "1 on an adversarial participant's update", "adversarial participants (`client/adversary.py`)"),
+    ("adversary", "1 on an adversarial participant's update", "adversarial participants (`leakbed/client/adversary.py`)"),
     ("adv-round", "the round an adversarial participant's score is about (t − 1)", "adversarial participants"),
     ("adv-score", "its property score for the other participants of that round", "adversarial participants"),
 ]
@@ -496,8 +496,8 @@ def _paragraph(doc: str, start: str) -> str:
 
 def kind_outputs(kind: str) -> list[tuple[str, str, str, str]]:
     """(array, dtype kinds, shape, required or optional) of each array the kind expects."""
-    from referee.kinds import KINDS
-    from referee.schemas import describe
+    from leakbed.referee.kinds import KINDS
+    from leakbed.referee.schemas import describe
 
     rows = []
     for array, spec in KINDS[kind].outputs.items():
@@ -509,8 +509,8 @@ def kind_outputs(kind: str) -> list[tuple[str, str, str, str]]:
 
 
 def kinds_section() -> list[str]:
-    import referee.schemas as schemas
-    from referee.kinds import KINDS
+    import leakbed.referee.schemas as schemas
+    from leakbed.referee.kinds import KINDS
 
     symbols = _paragraph(inspect.getdoc(schemas) or "", "Symbols:")
     kinds = markdown_table(["kind", "measures"], [[f"[`{k}`](#kind-{k})", _cell(kind.what)] for k, kind in KINDS.items()])

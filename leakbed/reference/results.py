@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from core.tables import markdown_table
+from leakbed.core.tables import markdown_table
 from leakbed.reference.audit_results import audit_table, summarize_audit
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,18 +22,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attacks import registry
-from attacks.contract import AttackContext
-from core.config import AttackConfig, ExperimentConfig, ModelConfig
-from core.data.corpus import Corpus, UserData
-from core.declaration import Declaration, check_params
-from core.inputs import InputsView
-from core.knowledge import AttackerKnowledge
-from core.store import UpdateStore
-from referee.context import ScoreContext
-from referee.scorers import score_one
-from referee.seal import Sealer
-from referee.truth import Referee
+from leakbed.attacks import registry
+from leakbed.attacks.contract import AttackContext
+from leakbed.core.config import AttackConfig, ExperimentConfig, ModelConfig
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.declaration import Declaration, check_params
+from leakbed.core.inputs import InputsView
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.store import UpdateStore
+from leakbed.referee.context import ScoreContext
+from leakbed.referee.scorers import score_one
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
 
 CLASSES = 6
 torch.set_num_threads(1)  # tiny models: threads only contend on a shared machine

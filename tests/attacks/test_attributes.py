@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from attacks import attributes
-from core.config import AttackConfig
-from core.data.corpus import UserData
+from leakbed.attacks import attributes
+from leakbed.core.config import AttackConfig
+from leakbed.core.data.corpus import UserData
 from tests.attacks.reid_store import fit, make, score
 
 ATTACK = AttackConfig(suite=["attributes"], params={"attributes": {"epochs": 40}})

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data import federation
-from core.derive import derived_seed
-from core.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON, AttackerKnowledge
-from core.records import AnonymousUpdate, RoundSnapshot
-from server.run_parts import knowledge
-from tests.conftest import REPO, tiny_config
+from leakbed.core.data import federation
+from leakbed.core.derive import derived_seed
+from leakbed.core.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON, AttackerKnowledge
+from leakbed.core.records import AnonymousUpdate, RoundSnapshot
+from leakbed.server.run_parts import knowledge
+from tests.conftest import REPO, room_of, tiny_config
 
 FORBIDDEN_IMPORTS = ("flwr", "server", "client", "ray")
 FORBIDDEN_NAMES = ("truth", "referee", "node_id", "partition", "src_node", "user_id")
@@ -22,7 +22,7 @@ SCORING_SIDE = {"scoring.py"}
 
 
 def _attack_modules():
-    return sorted((REPO / "attacks").rglob("*.py"))
+    return sorted((REPO / "leakbed" / "attacks").rglob("*.py"))
 
 
 def _hook_modules():
@@ -41,7 +41,7 @@ def test_attacks_import_neither_flower_nor_the_server():
                 else []
             )
             for name in names:
-                assert name.split(".")[0] not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
+                assert room_of(name) not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
 
 
 def test_attack_code_never_names_ground_truth():
@@ -59,11 +59,11 @@ def test_attack_code_never_names_ground_truth():
 def test_the_scoring_side_holds_no_hook_and_no_store():
     """The one module exempt above: a scorer's context (its outputs, params, declared truth fields); no attack context,
     no store, nothing of the attacker's knowledge."""
-    from attacks import scoring
+    from leakbed.attacks import scoring
 
     fields = [f.name for f in dataclasses.fields(scoring.ScoreContext)]
     assert fields == ["attack", "name", "params", "outputs", "truth", "given", "extra"]
-    tree = ast.parse((REPO / "attacks" / "scoring.py").read_text())
+    tree = ast.parse((REPO / "leakbed" / "attacks" / "scoring.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     }

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from referee.seal import KEY_FILE, TRUTH_FILE
-from tests.conftest import REPO
+from leakbed.referee.seal import KEY_FILE, TRUTH_FILE
+from tests.conftest import REPO, room_of
 
 EXEMPT = {"redteam.py", "breakout.py", "scoring.py"}
 FORBIDDEN_LITERALS = (TRUTH_FILE, KEY_FILE, "truth", "referee", "config.toml", "user_id", "partition-id", "/proc/")
@@ -49,7 +49,7 @@ def _declarations(tree: ast.AST) -> set[int]:
 
 
 def _modules():
-    return [p for p in sorted((REPO / "attacks").rglob("*.py")) if p.name not in EXEMPT and "_pb2" not in p.name]
+    return [p for p in sorted((REPO / "leakbed" / "attacks").rglob("*.py")) if p.name not in EXEMPT and "_pb2" not in p.name]
 
 
 def test_no_string_literal_names_the_truth():
@@ -69,14 +69,17 @@ def test_no_import_anywhere_in_a_module_reaches_another_room():
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             for name in names:
-                assert name.split(".")[0] not in FORBIDDEN_MODULES, f"{path.name}:{node.lineno} imports {name}"
+                assert room_of(name) not in FORBIDDEN_MODULES, f"{path.name}:{node.lineno} imports {name}"
 
 
 def test_the_scan_would_catch_a_cheat(tmp_path):
     """The checks can fail: a module that opens ../referee/truth.jsonl from inside a function."""
-    cheat = 'def fit(store):\n    import referee.truth\n    return (store.root.parent / "referee" / "truth.jsonl").read_text()\n'
+    cheat = (
+        "def fit(store):\n    import leakbed.referee.truth\n"
+        '    return (store.root.parent / "referee" / "truth.jsonl").read_text()\n'
+    )
     tree = ast.parse(cheat)
     literals = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert any(w in v for v in literals for w in FORBIDDEN_LITERALS)
     imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert imported == ["referee.truth"]
+    assert imported == ["leakbed.referee.truth"]

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from attacks import cross_modal, text_embed
-from core.config import AttackConfig
-from core.data.corpus import Corpus, UserData
+from leakbed.attacks import cross_modal, text_embed
+from leakbed.core.config import AttackConfig
+from leakbed.core.data.corpus import Corpus, UserData
 from tests.attacks.reid_store import fit, make, score
 
 SIAMESE = {"epochs": 20, "pairs": 2000, "eval_pairs": 4000}

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.dlg import dlg_reconstruct
-from referee.score_reconstruction import matched_accuracy
+from leakbed.attacks.dlg import dlg_reconstruct
+from leakbed.referee.score_reconstruction import matched_accuracy
 
 
 @pytest.fixture(autouse=True)

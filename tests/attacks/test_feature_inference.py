@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.feature_inference import (
+from leakbed.attacks.feature_inference import (
     classwise_features,
     feature_split,
     gradient_distance,
@@ -15,9 +15,9 @@ from attacks.feature_inference import (
     per_sample_features,
     reconstruct_features,
 )
-from core.models import SmallCNN
 from leakbed.cli import main
-from referee.score_reconstruction import count_accuracy, matched_accuracy
+from leakbed.core.models import SmallCNN
+from leakbed.referee.score_reconstruction import count_accuracy, matched_accuracy
 from tests.leakbed.test_bad_inputs import text_table
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import matching
-from core.config import AttackConfig
+from leakbed.attacks import matching
+from leakbed.core.config import AttackConfig
 from tests.attacks.reid_store import fit, make, score
 
 ATTACK = AttackConfig(suite=["matching"], params={"matching": {"epochs": 15, "pairs": 2000, "eval_pairs": 4000}})

@@ -3,11 +3,11 @@
 import numpy as np
 import torch
 
-from attacks.gradient_features import embedding_key, embedding_tokens
-from attacks.membership import is_member, record_tokens
-from core.data.corpus import UserData
-from core.models import LSTMLanguageModel
-from core.training import TrainConfig, local_update, state_arrays
+from leakbed.attacks.gradient_features import embedding_key, embedding_tokens
+from leakbed.attacks.membership import is_member, record_tokens
+from leakbed.core.data.corpus import UserData
+from leakbed.core.models import LSTMLanguageModel
+from leakbed.core.training import TrainConfig, local_update, state_arrays
 
 VOCAB, SEQ = 300, 8
 

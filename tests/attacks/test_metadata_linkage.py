@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks import linkage, metadata
-from core.config import AttackConfig, ExperimentConfig, ModelConfig
-from core.data.corpus import Corpus, UserData
-from core.knowledge import AttackerKnowledge
-from core.store import UpdateStore
-from defenses.count_report import bucketed
-from referee.seal import Sealer
-from referee.truth import Referee
+from leakbed.attacks import linkage, metadata
+from leakbed.core.config import AttackConfig, ExperimentConfig, ModelConfig
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.store import UpdateStore
+from leakbed.defenses.count_report import bucketed
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
 from tests.attacks.reid_store import folder_of, run_hooks, score_with
 
 ATTACK = AttackConfig(suite=["knn", "metadata", "linkage"], params={"knn": {"k": 5}})

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from attacks import open_world
-from core.config import AttackConfig
+from leakbed.attacks import open_world
+from leakbed.core.config import AttackConfig
 from tests.attacks.reid_store import fit, make, score
 
 
@@ -52,8 +52,8 @@ def test_no_seen_user_still_matches(tmp_path):
 
 
 def test_sweep_input_is_checked_before_anything_starts():
-    from core.config import ConfigError, build_config
-    from studies.open_world_sweep import parse_seen, sweep_config
+    from leakbed.core.config import ConfigError, build_config
+    from leakbed.studies.open_world_sweep import parse_seen, sweep_config
 
     assert parse_seen("1,0,0.5") == [0.0, 0.5, 1.0]
     for bad in ("", "0.5,x", "1.5", "0.5,0.5"):
@@ -66,8 +66,8 @@ def test_sweep_input_is_checked_before_anything_starts():
 
 
 def test_referee_load_reads_back_sealed_truth(tmp_path):
-    from referee.seal import Sealer
-    from referee.truth import Referee
+    from leakbed.referee.seal import Sealer
+    from leakbed.referee.truth import Referee
 
     sealer = Sealer(tmp_path)
     sealer.seal("a", "user1", 3, {"attr-tone": 2.0})

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from attacks import profile
-from attacks.profile import ProfileParams
-from core.config import AttackConfig, SyntheticConfig
-from core.records import RoundSnapshot
-from referee import score_profile
+from leakbed.attacks import profile
+from leakbed.attacks.profile import ProfileParams
+from leakbed.core.config import AttackConfig, SyntheticConfig
+from leakbed.core.records import RoundSnapshot
+from leakbed.referee import score_profile
 from tests.attacks.reid_store import fit, make, score
 
 ATTACK = AttackConfig(suite=["profile"], params={"profile": {"mlp_epochs": 60, "target_class": 0, "top_k": 5, "fit_ratio": 1.5}})
@@ -32,12 +32,12 @@ def test_profile_finds_fitting_users_and_falls_to_chance_on_shuffled_owners(tmp_
 
 
 def _profile_setup(tmp_path):
-    from core.config import ModelConfig
-    from core.data.synthetic import generate
-    from core.knowledge import AttackerKnowledge
-    from core.models import attack_keys, build_model
-    from core.store import UpdateStore
-    from core.training import state_arrays
+    from leakbed.core.config import ModelConfig
+    from leakbed.core.data.synthetic import generate
+    from leakbed.core.knowledge import AttackerKnowledge
+    from leakbed.core.models import attack_keys, build_model
+    from leakbed.core.store import UpdateStore
+    from leakbed.core.training import state_arrays
 
     corpus = generate(SyntheticConfig(users=3, examples_per_user=20, image_size=8), 0)
     model = build_model(ModelConfig(), corpus)
@@ -65,9 +65,9 @@ def test_profile_updates_take_the_local_steps_the_server_sent(tmp_path):
 
     import torch
 
-    from core.models import build_model
-    from core.training import TrainConfig, load_arrays, local_update, state_arrays
-    from core.updates import delta_vector
+    from leakbed.core.models import build_model
+    from leakbed.core.training import TrainConfig, load_arrays, local_update, state_arrays
+    from leakbed.core.updates import delta_vector
 
     kn, store, arrays = _profile_setup(tmp_path)
     train = {"epochs": 3, "batch_size": 4, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0}

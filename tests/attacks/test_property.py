@@ -6,14 +6,14 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
-from attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
-from attacks.gradient_features import pooled_features
-from attacks.property_passive import classifier
-from core.config import build_config
-from core.data import federation
-from core.knowledge import AttackerKnowledge
-from core.models import build_model
-from core.training import state_arrays
+from leakbed.attacks.aux_updates import AuxTrainer, concat, sample_mix, split_by_property
+from leakbed.attacks.gradient_features import pooled_features
+from leakbed.attacks.property_passive import classifier
+from leakbed.core.config import build_config
+from leakbed.core.data import federation
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.models import build_model
+from leakbed.core.training import state_arrays
 
 TRAIN = {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0, "steps": 1}
 

@@ -4,11 +4,11 @@ property attacks; kept beside their tests)."""
 import numpy as np
 import torch
 
-from client.batch_truth import batch_truth
-from core.config import build_config
-from core.data.corpus import UserData
-from core.property_plan import planned_data, property_holders
-from core.training import TrainConfig, batch_indices
+from leakbed.client.batch_truth import batch_truth
+from leakbed.core.config import build_config
+from leakbed.core.data.corpus import UserData
+from leakbed.core.property_plan import planned_data, property_holders
+from leakbed.core.training import TrainConfig, batch_indices
 
 
 def _data(n=20):

@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.reconstruction import local_setting
-from client.batch_truth import batch_truth
-from core.config import ExperimentConfig, build_config
-from core.data import federation
-from core.knowledge import AttackerKnowledge
-from core.models import attack_keys, build_model
-from core.records import AnonymousUpdate, RoundSnapshot
-from core.store import UpdateStore
-from core.training import TrainConfig, local_update, state_arrays
-from core.updates import delta_vector
+from leakbed.attacks.reconstruction import local_setting
+from leakbed.client.batch_truth import batch_truth
+from leakbed.core.config import ExperimentConfig, build_config
+from leakbed.core.data import federation
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.models import attack_keys, build_model
+from leakbed.core.records import AnonymousUpdate, RoundSnapshot
+from leakbed.core.store import UpdateStore
+from leakbed.core.training import TrainConfig, local_update, state_arrays
+from leakbed.core.updates import delta_vector
 from leakbed.preflight import declarations, resolve
-from referee.seal import Sealer
-from referee.truth import Referee
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
+from leakbed.workers import AttackPool
+from leakbed.workers.sandbox import limits_for
 from tests.attacks.reid_store import score_with
-from workers import AttackPool
-from workers.sandbox import limits_for
 
 BASE = [
     "data.synthetic.users=6",

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from pydantic import Field, ValidationError, field_validator
 
-from attacks import registry
-from attacks.contract import Attack, Needs, Params, Setting
-from core.data.corpus import Corpus, UserData
-from core.declaration import Declaration, ParamsError, Scoring, check_params, needs_of, reid_names, unmet
+from leakbed.attacks import registry
+from leakbed.attacks.contract import Attack, Needs, Params, Setting
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.declaration import Declaration, ParamsError, Scoring, check_params, needs_of, reid_names, unmet
 
 
 class GoodParams(Params):
@@ -60,7 +60,7 @@ def _publish(monkeypatch: pytest.MonkeyPatch, **targets: str) -> None:
     module.Strict = Strict
     monkeypatch.setitem(sys.modules, "fake_attacks", module)
     eps = [EntryPoint(name, value, registry.GROUP) for name, value in targets.items()]
-    monkeypatch.setattr("core.entry_points.entry_points", lambda group: [e for e in eps if e.group == group])
+    monkeypatch.setattr("leakbed.core.entry_points.entry_points", lambda group: [e for e in eps if e.group == group])
     registry.attack.cache_clear()
 
 
@@ -117,7 +117,7 @@ def test_a_name_published_twice_is_refused(monkeypatch):
     module.Good = Good
     monkeypatch.setitem(sys.modules, "fake_attacks", module)
     eps = [EntryPoint("good", "fake_attacks:Good", registry.GROUP), EntryPoint("good", "elsewhere:Good", registry.GROUP)]
-    monkeypatch.setattr("core.entry_points.entry_points", lambda group: eps)
+    monkeypatch.setattr("leakbed.core.entry_points.entry_points", lambda group: eps)
     with pytest.raises(registry.PluginError, match="published twice"):
         registry.attack("good")
 

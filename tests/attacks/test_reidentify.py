@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from attacks import registry
-from attacks.reidentify import KNNParams, MLPParams, mlp_classifier
-from core.reid_metrics import reid_metrics
+from leakbed.attacks import registry
+from leakbed.attacks.reidentify import KNNParams, MLPParams, mlp_classifier
+from leakbed.core.reid_metrics import reid_metrics
 
 PARAMS = {"mlp": {"epochs": 200}}
 

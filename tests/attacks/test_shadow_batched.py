@@ -14,17 +14,17 @@ import pytest
 import torch
 from torch import nn
 
-import attacks.shadow as shadow
-import core.batched_training as batched_training
-from attacks.shadow import batchable, shadow_seed, shadow_updates
-from core.batched_training import batched_local_updates, unsupported
-from core.config import ModelConfig
-from core.data.corpus import Corpus, UserData
-from core.knowledge import AttackerKnowledge
-from core.models import attack_keys, build_model
-from core.records import RoundSnapshot
-from core.training import TrainConfig, load_arrays, local_update, state_arrays
-from core.updates import delta_vector
+import leakbed.attacks.shadow as shadow
+import leakbed.core.batched_training as batched_training
+from leakbed.attacks.shadow import batchable, shadow_seed, shadow_updates
+from leakbed.core.batched_training import batched_local_updates, unsupported
+from leakbed.core.config import ModelConfig
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.models import attack_keys, build_model
+from leakbed.core.records import RoundSnapshot
+from leakbed.core.training import TrainConfig, load_arrays, local_update, state_arrays
+from leakbed.core.updates import delta_vector
 
 CPU = torch.device("cpu")
 VOCAB = 30

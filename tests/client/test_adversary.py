@@ -10,7 +10,7 @@ import torch
 from flwr.app import RecordDict
 from sklearn.metrics import roc_auc_score
 
-from client.adversary import (
+from leakbed.client.adversary import (
     _aux_batch,
     _auxiliary,
     adversary_round,
@@ -20,12 +20,12 @@ from client.adversary import (
     rank_score,
     synthetic_aggregates,
 )
-from core.config import ConfigError, build_config
-from core.data import federation
-from core.models import build_model
-from core.multitask import _with_hidden, check_adversary, hidden_size, multitask_update
-from core.training import TrainConfig, local_update, state_arrays
-from server.plan import sampled_per_round
+from leakbed.core.config import ConfigError, build_config
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.multitask import _with_hidden, check_adversary, hidden_size, multitask_update
+from leakbed.core.training import TrainConfig, local_update, state_arrays
+from leakbed.server.plan import sampled_per_round
 from tests.conftest import device_round, tiny_config
 
 

@@ -5,14 +5,14 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 
-from client.app import TRUTH_KEY, app, train
-from client.plan import decode, handling
-from core.data import federation
-from core.models import build_model
-from core.plan import PLAN_KEY, DevicePlan
-from core.training import TrainConfig
-from server.plan import device_plan
-from server.run_parts import train_config
+from leakbed.client.app import TRUTH_KEY, app, train
+from leakbed.client.plan import decode, handling
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.plan import PLAN_KEY, DevicePlan
+from leakbed.core.training import TrainConfig
+from leakbed.server.plan import device_plan
+from leakbed.server.run_parts import train_config
 from tests.conftest import fake_message, tiny_config
 
 
@@ -59,7 +59,7 @@ def test_unknown_partition_is_an_error():
 def test_the_round_config_carries_the_training_keys_and_the_device_plan_only():
     """A device gets its train config, its defenses with their params and adopters, the truth it must seal: no
     experiment, no attack, no telemetry."""
-    from core.declaration import needs_of
+    from leakbed.core.declaration import needs_of
     from leakbed.preflight import declarations
 
     cfg = tiny_config('defenses=[{name="noise", variance=0.1, users=["user1"]}]', "attack.suite=['knn', 'membership']")

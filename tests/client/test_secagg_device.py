@@ -8,12 +8,12 @@ import numpy as np
 import torch
 from flwr.app import ConfigRecord, RecordDict
 
-import client.app as plain
-from client.secagg import SecAggDevice
-from core.data import federation
-from core.models import build_model
-from server.plan import device_plan
-from server.run_parts import train_config
+import leakbed.client.app as plain
+from leakbed.client.secagg import SecAggDevice
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.server.plan import device_plan
+from leakbed.server.run_parts import train_config
 from tests.conftest import fake_message, tiny_config
 
 
@@ -40,7 +40,7 @@ def test_update_level_mods_apply_under_secagg():
 
 def test_the_plain_clientapp_hands_secagg_stages_to_the_secagg_device(monkeypatch):
     seen = []
-    monkeypatch.setattr("client.secagg.app", lambda msg, ctx: seen.append(msg) or "secagg")
+    monkeypatch.setattr("leakbed.client.secagg.app", lambda msg, ctx: seen.append(msg) or "secagg")
     stage = fake_message(RecordDict({plain.SECAGG_CONFIGS: ConfigRecord({"stage": "setup"})}))
     assert plain.secagg_mod(stage, None, lambda m, c: "plain") == "secagg" and seen == [stage]
     other = fake_message(RecordDict({"config": ConfigRecord({"x": 1})}))
@@ -52,7 +52,7 @@ def test_secagg_quantization_is_seeded_by_the_experiment():
     differs for another: two runs of one config used to differ in every aggregate."""
     from flwr.common.secure_aggregation.quantization import quantize
 
-    from client.secagg import seed_quantization
+    from leakbed.client.secagg import seed_quantization
 
     vec = [np.linspace(-1.0, 1.0, 1001, dtype=np.float32)]
     draws = []

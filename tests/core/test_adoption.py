@@ -1,7 +1,7 @@
 import pytest
 
-from core.adoption import adopters, defending_users, defenses_of
-from core.config import DefenseConfig
+from leakbed.core.adoption import adopters, defending_users, defenses_of
+from leakbed.core.config import DefenseConfig
 from tests.conftest import tiny_config
 
 USERS = [f"user{i}" for i in range(10)]

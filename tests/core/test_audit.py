@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 from scipy.special import logit
 
-from core.audit import (
+from leakbed.core.audit import (
     _pair_delta,
     all_iterates_statistic,
     amplified_epsilon,
@@ -21,7 +21,7 @@ from core.audit import (
     steinke_lower_bound,
     steinke_p_value,
 )
-from core.privacy import rdp_epsilon
+from leakbed.core.privacy import rdp_epsilon
 
 DELTA = 1e-5
 

@@ -5,7 +5,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from core.config import (
+from leakbed.core.config import (
     ConfigError,
     ConfigKeyMoved,
     DefenseConfig,
@@ -113,7 +113,7 @@ def test_an_unknown_key_gets_the_closest_key_of_its_section(override, message):
 
 
 def test_an_unknown_key_nothing_is_close_to_lists_its_sections_keys():
-    from core.config import FLConfig
+    from leakbed.core.config import FLConfig
 
     with pytest.raises(ConfigError) as err:
         build_config({}, ["fl.zzzzzz=1"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.data.corpus import UserData
-from core.data.handwriting import ink, shear, with_style_attributes
-from core.data.leaf import load_leaf
+from leakbed.core.data.corpus import UserData
+from leakbed.core.data.handwriting import ink, shear, with_style_attributes
+from leakbed.core.data.leaf import load_leaf
 from tests.conftest import SHARED_DATA
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.data.corpus import Corpus
-from core.data.errors import DataError
-from core.data.leaf import LEAF_SEQ_LEN, load_leaf
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.data.errors import DataError
+from leakbed.core.data.leaf import LEAF_SEQ_LEN, load_leaf
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 FEMNIST = DATA / "femnist"

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from core.data.errors import DataError
-from core.data.leaf import load_leaf
-from core.data.natural_id import load_flwr_datasets
+from leakbed.core.data.errors import DataError
+from leakbed.core.data.leaf import load_leaf
+from leakbed.core.data.natural_id import load_flwr_datasets
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 FEMNIST_SHARD = DATA / "femnist" / "test" / "all_data_0_niid_05_keep_0_test_9.json"

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from core.data.errors import DataError
-from core.data.table import load_table
+from leakbed.core.data.errors import DataError
+from leakbed.core.data.table import load_table
 
 COLORS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "gray": (128, 128, 128)}
 

@@ -9,9 +9,9 @@ import h5py
 import numpy as np
 import pytest
 
-from core.data.corpus import Corpus
-from core.data.errors import DataError
-from core.data.tff_hdf5 import BOS, EOS, PAD, SPECIALS, load_tff_hdf5
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.data.errors import DataError
+from leakbed.core.data.tff_hdf5 import BOS, EOS, PAD, SPECIALS, load_tff_hdf5
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 SHAKESPEARE = DATA / "shakespeare"

@@ -8,10 +8,10 @@ import tracemalloc
 
 import numpy as np
 
-import core.data as data_module
-from core.data import federation
-from core.data.corpus import UserData
-from core.data.lazy_users import KEEP, LazyUsers, subset, user_sizes
+import leakbed.core.data as data_module
+from leakbed.core.data import federation
+from leakbed.core.data.corpus import UserData
+from leakbed.core.data.lazy_users import KEEP, LazyUsers, subset, user_sizes
 from tests.conftest import tiny_config
 
 

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import ModelConfig
-from core.data.corpus import Corpus
-from core.models import attack_keys, build_model, final_linear
+from leakbed.core.config import ModelConfig
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.models import attack_keys, build_model, final_linear
 
 IMG = Corpus("img", "multiclass", 7, (3, 32, 32), {})
 GRAY = Corpus("gray", "multiclass", 62, (1, 28, 28), {})

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from core import processes
-from core.processes import free_ports
+from leakbed.core import processes
+from leakbed.core.processes import free_ports
 
 
 def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
@@ -44,7 +44,7 @@ time.sleep(300)
 
 
 def test_a_group_finds_and_ends_everything_it_started_however_far_it_detached(tmp_path):
-    from core.processes import ProcessGroup, alive, marked
+    from leakbed.core.processes import ProcessGroup, alive, marked
 
     group = ProcessGroup()
     child = group.start("tree", [sys.executable, "-c", DETACH], os.environ, tmp_path / "tree.log")
@@ -61,7 +61,7 @@ def test_a_group_finds_and_ends_everything_it_started_however_far_it_detached(tm
 
 
 def test_another_groups_processes_are_left_alone(tmp_path):
-    from core.processes import ProcessGroup
+    from leakbed.core.processes import ProcessGroup
 
     mine, theirs = ProcessGroup(), ProcessGroup()
     theirs.start("other", [sys.executable, "-c", "import time; time.sleep(60)"], os.environ, tmp_path / "o.log")

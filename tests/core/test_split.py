@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from core.data import federation
-from core.data.corpus import Corpus, UserData
-from core.data.split import filter_users, prior_size, split_user
+from leakbed.core.data import federation
+from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.data.split import filter_users, prior_size, split_user
 from tests.conftest import tiny_config
 
 

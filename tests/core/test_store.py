@@ -1,6 +1,6 @@
 import numpy as np
 
-from core.store import UpdateStore
+from leakbed.core.store import UpdateStore
 
 
 def test_round_trip_and_streaming_layout(tmp_path):

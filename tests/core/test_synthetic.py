@@ -1,7 +1,7 @@
 import numpy as np
 
-from core.config import SyntheticConfig
-from core.data.synthetic import generate
+from leakbed.core.config import SyntheticConfig
+from leakbed.core.data.synthetic import generate
 
 
 def _class_dists(corpus, k):

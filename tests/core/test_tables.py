@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tables import cell, markdown_table
+from leakbed.core.tables import cell, markdown_table
 
 
 def test_a_table_is_header_rule_and_rows():

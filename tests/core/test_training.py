@@ -1,11 +1,11 @@
 import numpy as np
 import torch
 
-from core.config import ModelConfig
-from core.data import federation
-from core.models import build_model
-from core.training import TrainConfig, evaluate, local_update, pick_device, state_arrays
-from core.updates import delta_vector
+from leakbed.core.config import ModelConfig
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.training import TrainConfig, evaluate, local_update, pick_device, state_arrays
+from leakbed.core.updates import delta_vector
 from tests.conftest import tiny_config
 
 
@@ -56,7 +56,7 @@ def test_utility_metrics_by_task():
 def _whole_tensor_utility(model, data, batch_size):
     """The next-token utility as evaluate computed it before it streamed: every batch's logits concatenated,
     cross_entropy and the top-5 over the whole tensor (the reference the streamed values must equal exactly)."""
-    from core.training import loss_fn
+    from leakbed.core.training import loss_fn
 
     with torch.no_grad():
         model.eval()
@@ -68,7 +68,7 @@ def _whole_tensor_utility(model, data, batch_size):
 
 
 def _lm_test_set(n, length=12, vocab=300, seed=0):
-    from core.data.corpus import UserData
+    from leakbed.core.data.corpus import UserData
 
     rng = np.random.default_rng(seed)
     x = rng.integers(1, vocab, size=(n, length + 1))
@@ -77,8 +77,8 @@ def _lm_test_set(n, length=12, vocab=300, seed=0):
 
 
 def test_next_token_utility_streams_batches_and_gives_the_whole_tensors_values(monkeypatch):
-    from core import training
-    from core.models import LSTMLanguageModel
+    from leakbed.core import training
+    from leakbed.core.models import LSTMLanguageModel
 
     torch.manual_seed(0)
     model = LSTMLanguageModel(300)
@@ -108,7 +108,7 @@ class _Largest(torch.utils._python_dispatch.TorchDispatchMode):
 def test_next_token_evaluation_holds_one_batch_of_logits_whatever_the_test_set():
     """The server's utility evaluation held the whole test set's (N, L, V) logits, three times over: 10 GB of the
     ServerApp's memory on a 50-user language model. Its largest tensor is now one batch's logits."""
-    from core.models import LSTMLanguageModel
+    from leakbed.core.models import LSTMLanguageModel
 
     torch.manual_seed(0)
     model = LSTMLanguageModel(300)

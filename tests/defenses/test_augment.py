@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from client.defenses import apply_data
-from core.data import UserData, federation
-from defenses.augment import bkg_repl, clusters, mm_aug, rand_aug
-from defenses.background import background_pool
-from defenses.contract import DeviceContext
+from leakbed.client.defenses import apply_data
+from leakbed.core.data import UserData, federation
+from leakbed.defenses.augment import bkg_repl, clusters, mm_aug, rand_aug
+from leakbed.defenses.background import background_pool
+from leakbed.defenses.contract import DeviceContext
 from tests.conftest import device_round, tiny_config
 
 
@@ -69,7 +69,7 @@ def test_only_adopters_change_their_data():
 
 
 def test_outside_background_needs_outside_users():
-    from core.data import DataError
+    from leakbed.core.data import DataError
 
     cfg = tiny_config("background.source='outside'")
     with pytest.raises(DataError, match="no users outside"):

@@ -10,12 +10,12 @@ from flwr.app import MetricRecord, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 
-from client.app import app
-from core.config import ExperimentConfig
-from core.data import federation
-from core.models import build_model
-from core.privacy import gaussian_epsilon, rdp_epsilon
-from defenses.dp import DPParams, SeededDpFixedClipping, local_dp_mod
+from leakbed.client.app import app
+from leakbed.core.config import ExperimentConfig
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.privacy import gaussian_epsilon, rdp_epsilon
+from leakbed.defenses.dp import DPParams, SeededDpFixedClipping, local_dp_mod
 from leakbed.preflight import preflight
 from leakbed.server_defenses import ServerDefenses
 from tests.client.test_client_app import _context, _train_message, handler

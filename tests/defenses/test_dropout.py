@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from client.app import app
-from core.data import federation
-from core.models import LSTMLanguageModel, build_model
-from core.training import TrainConfig, local_update, state_arrays
-from defenses.dropout import dropout_during
+from leakbed.client.app import app
+from leakbed.core.data import federation
+from leakbed.core.models import LSTMLanguageModel, build_model
+from leakbed.core.training import TrainConfig, local_update, state_arrays
+from leakbed.defenses.dropout import dropout_during
 from leakbed.preflight import resolve
 from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import tiny_config

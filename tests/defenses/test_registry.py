@@ -9,9 +9,9 @@ from importlib.metadata import EntryPoint
 import pytest
 from pydantic import Field
 
-from core.config import DefenseConfig
-from defenses import registry
-from defenses.contract import Defense, Params
+from leakbed.core.config import DefenseConfig
+from leakbed.defenses import registry
+from leakbed.defenses.contract import Defense, Params
 
 
 class ShadowingParams(Params):
@@ -35,7 +35,7 @@ def _publish(monkeypatch: pytest.MonkeyPatch, **targets: str) -> None:
     module.Shadowing, module.NotADefense = Shadowing, object
     monkeypatch.setitem(sys.modules, "fake_defenses", module)
     eps = [EntryPoint(name, value, registry.GROUP) for name, value in targets.items()]
-    monkeypatch.setattr("core.entry_points.entry_points", lambda group: [e for e in eps if e.group == group])
+    monkeypatch.setattr("leakbed.core.entry_points.entry_points", lambda group: [e for e in eps if e.group == group])
 
 
 def test_every_built_in_defense_is_published_with_its_own_parameters():
@@ -78,7 +78,7 @@ def test_an_unknown_defense_gets_the_closest_published_name():
 
 def test_an_unknown_defense_parameter_gets_the_closest_and_the_valid_names():
     """The run's preflight words a defense's parameter it does not take as the attack params' check does."""
-    from core.config import ConfigError, build_config
+    from leakbed.core.config import ConfigError, build_config
     from leakbed.preflight import resolve
 
     base = ["attack.suite=['knn']"]

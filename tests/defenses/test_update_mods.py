@@ -1,10 +1,10 @@
 import numpy as np
 import torch
 
-from client.app import app
-from core.data import federation
-from core.models import build_model
-from defenses.update_mods import largest_mask, noise, selective
+from leakbed.client.app import app
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.defenses.update_mods import largest_mask, noise, selective
 from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import tiny_config
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from client.app import app
-from core.data import UserData, federation
-from core.data.corpus import Corpus
-from core.models import build_model
-from defenses.vocabulary import allowed_tokens, restrict_data, restrict_update
+from leakbed.client.app import app
+from leakbed.core.data import UserData, federation
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.models import build_model
+from leakbed.defenses.vocabulary import allowed_tokens, restrict_data, restrict_update
 from leakbed.preflight import preflight
 from tests.client.test_client_app import _context, _train_message, handler
 from tests.conftest import tiny_config

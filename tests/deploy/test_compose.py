@@ -191,7 +191,7 @@ def test_compose_files_match_the_compose_spec_schema() -> None:
 
 def test_printed_run_config_is_a_valid_experiment() -> None:
     """The overrides `leakbed compose` prints reach the ServerApp as `set` and validate as a config."""
-    from core.config import load_config, split_overrides
+    from leakbed.core.config import load_config, split_overrides
 
     sets = compose.overrides(4, 3)
     assert split_overrides(" ".join(sets)) == sets

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from attacks.breakout import PROBES
-from core.config import load_config
 from leakbed import compose, images, stack
+from leakbed.attacks.breakout import PROBES
+from leakbed.core.config import load_config
 from leakbed.engine import Engine, EngineError, find_engine
 from leakbed.simulate import simulate
 from tests.deploy.test_dashboard import dashboard, panels, substitute
@@ -205,7 +205,7 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
         secrets = run_files()
     assert any(p.endswith("truth.jsonl") for p in secrets), f"no truth to look for: {secrets}\n{made}"
     argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]  # the other worker's
-    probe = ["python3", "-m", "attacks.breakout"]
+    probe = ["python3", "-m", "leakbed.attacks.breakout"]
     lane = ["leakbed", "sandbox-run", "--store", "/attack-store", "--", *probe, "--store", "/leakbed/out",
             "--scratch", "/leakbed/out", "--outside", "/leakbed/inputs", *argv,
             "--secret", "/run/leakbed/worker.sock"]  # fmt: skip  (and its own gateway's socket)
@@ -216,7 +216,7 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     assert not broken, broken
     assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
     # the gateway around the lanes (it serves /run/leakbed/worker.sock itself): what bubblewrap needs, nothing more
-    gateway = ["python3", "-m", "attacks.breakout", "--store", "/tmp", "--scratch", "/tmp", "--outside", "/attack-store"]
+    gateway = ["python3", "-m", "leakbed.attacks.breakout", "--store", "/tmp", "--scratch", "/tmp", "--outside", "/attack-store"]
     found = json.loads(exec_in(engine, plain, "attack-worker-0", *gateway, *argv))
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
     assert set(broken) <= {"mount", "kernel-interfaces"}, broken

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
-from core import telemetry
+from leakbed.core import telemetry
 from tests.deploy.tools import REPO
 
 DASHBOARD = REPO / "deploy/grafana/dashboards/leakbed.json"

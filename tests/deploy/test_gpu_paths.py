@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from benchmarks import scale
-from core.config import load_config
 from leakbed import compose
+from leakbed.core.config import load_config
 from leakbed.simulate import federation_config
 
 

@@ -58,7 +58,7 @@ def test_the_site_builds_with_every_reference_page(site: Path) -> None:
 
 
 def test_every_config_option_is_in_the_reference_with_its_unit_and_bound(site: Path) -> None:
-    from core.config import ExperimentConfig
+    from leakbed.core.config import ExperimentConfig
     from leakbed.reference.fields import rows
 
     page = _page("config.md")
@@ -71,9 +71,9 @@ def test_every_config_option_is_in_the_reference_with_its_unit_and_bound(site: P
 
 
 def test_every_metric_and_plugin_is_in_the_reference(site: Path) -> None:
-    from attacks import registry as attacks
-    from core.telemetry import metric_names
-    from defenses import registry as defenses
+    from leakbed.attacks import registry as attacks
+    from leakbed.core.telemetry import metric_names
+    from leakbed.defenses import registry as defenses
 
     metrics = _page("metrics.md")
     for name in metric_names():
@@ -105,11 +105,11 @@ def test_the_generated_pages_point_only_at_pages_that_exist(site: Path) -> None:
 
 def test_the_plugin_api_page_documents_every_name_kind_and_truth_field(site: Path) -> None:
     import leakbed.plugin as plugin
-    from attacks.scoring import ScoreContext
-    from core.declaration import Needs, Scoring
-    from core.inputs import InputsView
+    from leakbed.attacks.scoring import ScoreContext
+    from leakbed.core.declaration import Needs, Scoring
+    from leakbed.core.inputs import InputsView
+    from leakbed.referee.kinds import KINDS
     from leakbed.reference.plugin_api_page import TRUTH_FIELDS, kind_outputs
-    from referee.kinds import KINDS
 
     assert (site / "reference" / "plugin-api" / "index.html").stat().st_size > 20_000
     page = _page("plugin-api.md")
@@ -131,8 +131,9 @@ def test_the_plugin_api_page_documents_every_name_kind_and_truth_field(site: Pat
     reid = page.split("### Kind `reid`", 1)[1].split("\n### ", 1)[0]
     assert all(f"| `{a}` |" in reid for a in ("ids", "classes", "scores", "rounds")) and "`(n, k)`" in reid
     # every truth field the page names is one the code seals: the server (owner, round, node) or a device (client/)
-    sealed = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "client").glob("*.py"))
-    sealed += (REPO / "server" / "shuffler.py").read_text(encoding="utf-8") + (REPO / "referee" / "seal.py").read_text()
+    sealed = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "leakbed" / "client").glob("*.py"))
+    sealed += (REPO / "leakbed" / "server" / "shuffler.py").read_text(encoding="utf-8")
+    sealed += (REPO / "leakbed" / "referee" / "seal.py").read_text()
     for field, _, _ in TRUTH_FIELDS:
         literal = field.split("<", 1)[0]
         assert f'"{literal}' in sealed or f'"{field.replace("_", "-")}"' in sealed, f"no code seals {field!r}"
@@ -145,8 +146,8 @@ def test_the_plugin_api_example_rebuilds_a_devices_local_model(tmp_path: Path) -
     import numpy as np
     import torch
 
-    from core.config import ModelConfig
-    from core.store import UpdateStore
+    from leakbed.core.config import ModelConfig
+    from leakbed.core.store import UpdateStore
     from leakbed.plugin import AttackContext, AttackerKnowledge, Corpus, InputsView, build_model
     from leakbed.reference.plugin_api_page import EXAMPLE
 

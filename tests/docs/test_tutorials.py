@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.processes import free_ports, terminate
 from leakbed import images, stack
+from leakbed.core.processes import free_ports, terminate
 from leakbed.engine import Engine
 from tests.conftest import REPO
 from tests.deploy import test_containers as containers

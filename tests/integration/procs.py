@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from core.layout import RunLayout
-from core.processes import alive, all_pids, descendants, terminate
-from core.processes import free_port as free_port  # re-exported for the tests
-from core.processes import free_ports as free_ports
-from core.processes import terminate_tree as terminate_tree
+from leakbed.core.layout import RunLayout
+from leakbed.core.processes import alive, all_pids, descendants, terminate
+from leakbed.core.processes import free_port as free_port  # re-exported for the tests
+from leakbed.core.processes import free_ports as free_ports
+from leakbed.core.processes import terminate_tree as terminate_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from core.config import load_config
-from core.layout import RunLayout
+from leakbed.core.config import load_config
+from leakbed.core.layout import RunLayout
 from leakbed.report import write_report
 from leakbed.simulate import simulate
 from tests.conftest import REPO

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from core.layout import RunLayout
-from core.privacy import rdp_epsilon
+from leakbed.core.layout import RunLayout
+from leakbed.core.privacy import rdp_epsilon
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
 from tests.integration.test_fidelity import SMALL

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.layout import RunLayout
+from leakbed.core.layout import RunLayout
 from leakbed.deploy_local import Deployment, scrape, value
 from tests.integration.procs import VENV_BIN, Procs, flower_env, free_port, wait_until
 

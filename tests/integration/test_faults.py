@@ -19,15 +19,15 @@ import pytest
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from core import telemetry
-from core.config import build_config
-from core.layout import RunLayout
-from core.processes import MARK, descendants
-from core.store import UpdateStore
-from core.training import TrainConfig
+from leakbed.core import telemetry
+from leakbed.core.config import build_config
+from leakbed.core.layout import RunLayout
+from leakbed.core.processes import MARK, descendants
+from leakbed.core.store import UpdateStore
+from leakbed.core.training import TrainConfig
 from leakbed.deploy_local import scrape, value
-from server.metrics import RunTelemetry, observe_round
-from server.shuffler import TRUTH_KEY
+from leakbed.server.metrics import RunTelemetry, observe_round
+from leakbed.server.shuffler import TRUTH_KEY
 from tests.conftest import arrays_of, fake_message
 from tests.integration.procs import (
     VENV_BIN,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from core.config import load_config
-from core.layout import RunLayout
-from core.store import UpdateStore
+from leakbed.core.config import load_config
+from leakbed.core.layout import RunLayout
+from leakbed.core.store import UpdateStore
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 

@@ -8,7 +8,7 @@ federation, as the seed assumes, the rounds with another holder's bold batch sco
 
 import pytest
 
-from core.config import load_config
+from leakbed.core.config import load_config
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 

@@ -1,13 +1,13 @@
 """Passive batch property inference (seed 002 §7.1.4) on real FEMNIST writers: the property is a
-bold stroke measured from the pixels (core/data/handwriting.py), independent of the character,
+bold stroke measured from the pixels (leakbed/core/data/handwriting.py), independent of the character,
 so the attacker must read it from the update, not from the labels."""
 
 import json
 
 import pytest
 
-from core.config import load_config
-from core.layout import RunLayout
+from leakbed.core.config import load_config
+from leakbed.core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 

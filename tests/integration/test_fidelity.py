@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from core.derive import derived_seed
-from core.layout import RunLayout
-from core.store import UpdateStore
+from leakbed.core.derive import derived_seed
+from leakbed.core.layout import RunLayout
+from leakbed.core.store import UpdateStore
 from leakbed.simulate import SimulationLink, simulate
 from tests.conftest import tiny_config
 

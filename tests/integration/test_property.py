@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from core.data import federation
-from core.layout import RunLayout
+from leakbed.core.data import federation
+from leakbed.core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
 

@@ -35,7 +35,7 @@ FLWR_CASES = [CASES[0], CASES[2], CASES[7], CASES[-1]]
 
 
 def _sets(case: str) -> list[str]:
-    from core.config import split_overrides
+    from leakbed.core.config import split_overrides
 
     return [*TINY, *split_overrides(case)]
 

@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from client.secagg import SecAggDevice
-from core.data import federation
-from core.layout import RunLayout
-from core.store import UpdateStore
+from leakbed.client.secagg import SecAggDevice
+from leakbed.core.data import federation
+from leakbed.core.layout import RunLayout
+from leakbed.core.store import UpdateStore
+from leakbed.server.plan import device_plan
+from leakbed.server.run_parts import train_config
 from leakbed.simulate import simulate
-from server.plan import device_plan
-from server.run_parts import train_config
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow  # a Ray simulation

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.layout import RunLayout
+from leakbed.core.layout import RunLayout
 from tests.integration.procs import (
     VENV_BIN,
     Procs,

@@ -20,12 +20,12 @@ import grpc
 import psutil
 import pytest
 
-from core.processes import MARK
+from leakbed.core.processes import MARK
+from leakbed.workers import transport
+from leakbed.workers.sandbox import available
+from leakbed.workers.transport import pb, pb_grpc
 from tests.integration.procs import VENV_BIN, free_ports
 from tests.workers import kit
-from workers import transport
-from workers.sandbox import available
-from workers.transport import pb, pb_grpc
 
 pytestmark = pytest.mark.slow
 TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
@@ -259,7 +259,8 @@ def test_attack_worker_ends_its_lanes_socket_and_folders(
         stub = pb_grpc.LaneServiceStub(channel)
         assert all(_lane(stub, name).lane_id for name in ("knn", "knn2"))
         marks = _marks_below(proc.pid)
-        lanes = [p for p in psutil.Process(proc.pid).children(recursive=True) if "workers.inside.lane" in " ".join(p.cmdline())]
+        below = psutil.Process(proc.pid).children(recursive=True)
+        lanes = [p for p in below if "leakbed.workers.inside.lane" in " ".join(p.cmdline())]
         assert len(lanes) >= 2 and marks, (lanes, marks)  # the lanes carry the worker's mark
         for lane in lanes:  # each lane frozen mid-task: deaf to the stop frame, it is killed after its grace
             if lane.name() != "bwrap":

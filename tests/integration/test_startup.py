@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from core.processes import alive
+from leakbed.core.processes import alive
 from tests.integration.procs import (
     VENV_BIN,
     Procs,
@@ -126,7 +126,7 @@ def _commands(pids: set[int]) -> list[str]:
 
 def _below_superlink(home: Path) -> set[int]:
     """Every process below the managed SuperLink of this FLWR_HOME."""
-    from core.processes import descendants
+    from leakbed.core.processes import descendants
 
     return {d for link in find_pids(rf"flower-superlink.*{re.escape(str(home))}") for d in descendants(link)}
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from core.layout import RunLayout
-from core.store import UpdateStore
+from leakbed.core.layout import RunLayout
+from leakbed.core.store import UpdateStore
 from leakbed.simulate import simulate
 from tests.conftest import SHARED_DATA, tiny_config
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import leakbed.cli as cli
-from core.config import build_config, dump_config
-from core.data import federation
-from core.models import build_model
 from leakbed.commands import experiment
+from leakbed.core.config import build_config, dump_config
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
 
 TINY = [
     "data.synthetic.users=6",

@@ -57,7 +57,7 @@ def test_every_argument_and_option_says_what_it_is_with_its_unit() -> None:
 
 def test_the_cli_defaults_are_the_sandbox_and_compose_ones() -> None:
     from leakbed import compose
-    from workers.sandbox import Limits
+    from leakbed.workers.sandbox import Limits
 
     limits = Limits()
     assert (sandbox.MEMORY_MB, sandbox.PROCESSES, sandbox.FILE_SIZE_MB) == (
@@ -113,7 +113,7 @@ def test_help_is_plain_text_and_exit_0(capsys, monkeypatch) -> None:
 
 
 def test_attack_worker_hands_workers_remote_its_namespace(monkeypatch, tmp_path) -> None:
-    from workers import remote
+    from leakbed.workers import remote
 
     seen: list[argparse.Namespace] = []
     monkeypatch.setattr(remote, "run", lambda args: seen.append(args) or 0)
@@ -124,7 +124,7 @@ def test_attack_worker_hands_workers_remote_its_namespace(monkeypatch, tmp_path)
 
 
 def test_sandbox_run_passes_the_programs_own_options_through(monkeypatch, tmp_path) -> None:
-    from workers import sandbox as sandbox_module
+    from leakbed.workers import sandbox as sandbox_module
 
     started: list = []
 

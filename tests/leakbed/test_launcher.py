@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core.processes import MARK, alive, marked
 from leakbed import flower, images, interrupts, stack
 from leakbed.commands import compose as compose_command
+from leakbed.core.processes import MARK, alive, marked
 from leakbed.deploy_local import Deployment
 from leakbed.engine import Engine, EngineError
 from leakbed.launcher import Launcher, ProcessLauncher

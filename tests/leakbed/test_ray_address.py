@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import leakbed.cli as cli
-from core.config import ConfigError, build_config
-from core.processes import free_port
 from leakbed.cluster import ray_head_problem
 from leakbed.commands import experiment
+from leakbed.core.config import ConfigError, build_config
+from leakbed.core.processes import free_port
 from leakbed.simulate import SimulationLink, federation_config
 from leakbed.sweep import sweep_spec
 

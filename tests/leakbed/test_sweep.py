@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from core.config import ConfigError
+from leakbed.core.config import ConfigError
 from leakbed.sweep import BASELINE, Grid, defense_label, extends, grid_points, parse_grid, read_sweep_file, sweep_spec
 from tests.conftest import REPO
 

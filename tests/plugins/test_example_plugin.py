@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config import ModelConfig, build_config
-from core.data.corpus import Corpus
-from core.knowledge import AttackerKnowledge
-from core.store import UpdateStore
+from leakbed.core.config import ModelConfig, build_config
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.store import UpdateStore
 from leakbed.preflight import resolve
-from referee.seal import Sealer
-from referee.truth import Referee
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
 from tests.attacks.reid_store import run_hooks, score_with
 from tests.conftest import REPO
 from tests.integration.procs import VENV_BIN, flower_env
@@ -38,8 +38,8 @@ SMALL = [
 
 
 def test_the_plugin_is_found_by_entry_point_with_its_own_parameters(example_plugin):
-    from attacks import registry as attacks
-    from defenses import registry as defenses
+    from leakbed.attacks import registry as attacks
+    from leakbed.defenses import registry as defenses
 
     assert attacks.attack("bias-labels").__module__ == "leakbed_example.attack"
     assert type(defenses.defense("hide-bias")).__module__ == "leakbed_example.defense"
@@ -136,7 +136,8 @@ def test_the_plugin_runs_in_a_fresh_interpreter_from_the_public_module_alone(exa
     """What a sandboxed worker imports for the attack: leakbed.plugin's attack side, nothing of the referee."""
     code = (
         "import sys, leakbed_example.attack as a; "
-        "print(a.BiasLabels.name, sorted(m for m in sys.modules if m.split('.')[0] in ('referee', 'server', 'client')))"
+        "print(a.BiasLabels.name, sorted(m for m in sys.modules "
+        "if m.startswith(('leakbed.referee', 'leakbed.server', 'leakbed.client'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "bias-labels []"

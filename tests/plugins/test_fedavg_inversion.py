@@ -18,12 +18,12 @@ from leakbed_fedavg.labels import estimate_counts, rounded_counts, step_weights
 from leakbed_fedavg.schedule import schedule
 from leakbed_fedavg.unroll import simulated_update
 
-from attacks.inverting_gradients import ig_reconstruct
-from core.config import load_config
-from core.data import federation
-from core.models import build_model
-from core.training import TrainConfig, batch_indices, local_update
-from referee.score_reconstruction import RECOVERED_PSNR, label_accuracy, psnr_matched
+from leakbed.attacks.inverting_gradients import ig_reconstruct
+from leakbed.core.config import load_config
+from leakbed.core.data import federation
+from leakbed.core.models import build_model
+from leakbed.core.training import TrainConfig, batch_indices, local_update
+from leakbed.referee.score_reconstruction import RECOVERED_PSNR, label_accuracy, psnr_matched
 from tests.conftest import REPO
 from tests.integration.procs import VENV_BIN
 

@@ -22,20 +22,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks import breakout
-from core.data import federation
-from core.knowledge import AttackerKnowledge
-from core.models import attack_keys, build_model
-from core.processes import free_port
-from core.records import AnonymousUpdate, RoundSnapshot
-from core.training import TrainConfig, state_arrays
+from leakbed.attacks import breakout
+from leakbed.core.data import federation
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.models import attack_keys, build_model
+from leakbed.core.processes import free_port
+from leakbed.core.records import AnonymousUpdate, RoundSnapshot
+from leakbed.core.training import TrainConfig, state_arrays
+from leakbed.workers import AttackPool
+from leakbed.workers.introspect import Introspector
+from leakbed.workers.pool import Fit
+from leakbed.workers.sandbox import Limits
 from tests.conftest import tiny_config
 from tests.integration.procs import Procs, flower_env, wait_until
 from tests.redteam.hostfacts import abstract_unix_sockets, listening_tcp_ports, probe_args
-from workers import AttackPool
-from workers.introspect import Introspector
-from workers.pool import Fit
-from workers.sandbox import Limits
 
 pytestmark = [pytest.mark.redteam, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -60,7 +60,7 @@ def _updates(rnd: int, n: int, dim: int) -> list[AnonymousUpdate]:
 @pytest.fixture
 def run_on_host(tmp_path: Path):
     """A run folder with a truth file, and the services of a run listening on this host, a sandboxed lane among them."""
-    from core import telemetry
+    from leakbed.core import telemetry
 
     run = tmp_path / "run"
     truth = run / "referee" / "random" / "truth.jsonl"
@@ -102,7 +102,7 @@ def run_on_host(tmp_path: Path):
 
 
 def _probe(store: Path, argv: list[str], sandboxed: bool, cwd: Path) -> dict:
-    command = [sys.executable, "-m", "attacks.breakout", *argv]
+    command = [sys.executable, "-m", "leakbed.attacks.breakout", *argv]
     if sandboxed:
         command = [str(BIN / "leakbed"), "sandbox-run", "--store", str(store), "--", *command]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)

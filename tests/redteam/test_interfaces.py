@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.reid_metrics import reid_metrics
+from leakbed.core.reid_metrics import reid_metrics
 from tests.redteam.childenv import TOKEN_ENV, ChildEnv, Peaks, Watch, build
 
 pytestmark = pytest.mark.redteam
@@ -292,7 +292,7 @@ def test_import_time_code_runs_only_in_sandboxes(hostile_run: Run, honest_run: R
     (run / "referee" / "random" / "truth.jsonl").write_text('{"update_id": "0a", "user_id": "alice", "round": 1}\n')
     old = unprotected(child, tmp_path / "demo", "import", run=str(run))
     patched = old["found"]["patched"]
-    assert "referee.seal.Sealer.seal" in patched and "workers.pool.AttackPool._write_output" in patched, patched
+    assert "leakbed.referee.seal.Sealer.seal" in patched and "leakbed.workers.pool.AttackPool._write_output" in patched, patched
     assert old["found"]["hunt"]["owners"] >= 1 and "user-sealed-after-import" in old["copied"], old
     assert old["found"]["marks"]["would"], "as root beside the truth it could write everywhere it tried"
 
@@ -322,7 +322,7 @@ def test_a_plugin_scorer_sees_only_the_truth_it_declared(hostile_run: Run, child
                 for i in range(4))
     )  # fmt: skip
     old = unprotected(child, tmp_path / "demo", "scorer", run=str(run), ids=["00", "01"], owners={"00": "a", "01": "b"})
-    assert old["truth_files"] >= 1 and old["owners_found"] >= 4 and "referee.scorers.score_one" in old["patched"], old
+    assert old["truth_files"] >= 1 and old["owners_found"] >= 4 and "leakbed.referee.scorers.score_one" in old["patched"], old
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The red team: an adversarial attack (``attacks/redteam.py``) tries every path we know to an
+"""The red team: an adversarial attack (``leakbed/attacks/redteam.py``) tries every path we know to an
 update's owner. Against the old layout (kept here as a fixture) each path works; run in its own
 sandboxed lane during a real run, every path gives nothing beyond chance and every break-out probe
 it runs from inside (every TCP port, capabilities...) holds. A run with the sandbox switched off
@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks.breakout import HARMLESS
-from attacks.redteam import probe
-from core.config import ExperimentConfig
-from core.data import federation
-from core.knowledge import AttackerKnowledge
-from core.store import UpdateStore
-from referee.score_redteam import probe_metrics
+from leakbed.attacks.breakout import HARMLESS
+from leakbed.attacks.redteam import probe
+from leakbed.core.config import ExperimentConfig
+from leakbed.core.data import federation
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.store import UpdateStore
+from leakbed.referee.score_redteam import probe_metrics
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.redteam

@@ -23,9 +23,9 @@ os.environ["LEAKBED_HOSTILE_DRY"] = "1"  # before any hostile module is imported
 
 def imported_beside_the_truth(args: dict) -> dict:
     """The plugin's module imported by a trusted process that holds the referee's sealing (the old CLI, ServerApp)."""
-    import core.store  # noqa: F401 - what the old trusted process had loaded
-    import workers.pool  # noqa: F401
-    from referee.seal import Sealer
+    import leakbed.core.store  # noqa: F401 - what the old trusted process had loaded
+    import leakbed.workers.pool  # noqa: F401
+    from leakbed.referee.seal import Sealer
 
     os.chdir(args["run"])
     import leakbed_hostile.importtime as hostile
@@ -39,7 +39,7 @@ def scorer_in_the_referees_process(args: dict) -> dict:
     """The plugin's scorer called in the referee's process (as the old judge did), beside the run's folder."""
     import numpy as np
 
-    import referee.scorers  # noqa: F401 - what the referee's process has loaded
+    import leakbed.referee.scorers  # noqa: F401 - what the referee's process has loaded
     from leakbed.plugin import ScoreContext, TruthView
 
     os.chdir(args["run"])
@@ -61,7 +61,7 @@ def links_read_by_root(args: dict) -> dict:
     """Links planted where a reader that follows them (the old root reader) would read them."""
     from leakbed_hostile import probes
 
-    from workers.hostile import HostileData, read_beneath
+    from leakbed.workers.hostile import HostileData, read_beneath
 
     planted = probes.plant_links(args["folder"], args["target"], "hostile-links")
     naive = Path(args["folder"], "knowledge.json").read_text()
@@ -114,7 +114,7 @@ def bomb_loaded(args: dict) -> dict:
 
     from leakbed_hostile import probes
 
-    from workers.hostile import HostileData, load_npz
+    from leakbed.workers.hostile import HostileData, load_npz
 
     body = probes.zip_bomb(1, ["a", "b"], ["u0", "u1"])
     claimed = {i.filename: i.file_size for i in zipfile.ZipFile(io.BytesIO(body)).infolist()}

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from core.config import ExperimentConfig
-from core.declaration import Declaration, Scoring
-from core.layout import RunLayout
-from core.store import UpdateStore
-from referee.context import ScoreContext
-from referee.seal import Sealer
-from referee.truth import Referee
+from leakbed.core.config import ExperimentConfig
+from leakbed.core.declaration import Declaration, Scoring
+from leakbed.core.layout import RunLayout
+from leakbed.core.store import UpdateStore
+from leakbed.referee.context import ScoreContext
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
 
 RULE = "random"
 

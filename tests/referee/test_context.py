@@ -8,10 +8,10 @@ import pickle
 import numpy as np
 import pytest
 
-from core.declaration import Scoring
-from referee.context import ParamsView
-from referee.schemas import OutputsError
-from referee.scorers import ScorerError, score_one
+from leakbed.core.declaration import Scoring
+from leakbed.referee.context import ParamsView
+from leakbed.referee.schemas import OutputsError
+from leakbed.referee.scorers import ScorerError, score_one
 from tests.referee.kit import Update, context, declaration, file_outputs, write_run
 
 PARAMS = {"eval_pairs": 100, "siamese": {"eval_pairs": 10_000, "lr": 0.001}, "columns": ["a", {"b": 1}]}
@@ -80,7 +80,7 @@ def test_score_one_appends_the_declared_notes_and_reference(tmp_path):
 
 
 def test_a_plugin_scorer_gets_its_declared_truth_fields_for_the_given_updates(tmp_path, monkeypatch):
-    import workers.scoring
+    import leakbed.workers.scoring
 
     layout = write_run(tmp_path, [Update("a1", "u1", 1, {"colour": "red"}), Update("a2", "u2", 2), Update("a3", "u3", 3)])
     file_outputs(layout, "mine", {"guess": np.asarray(["u1", "u9"])}, ["a2", "a1", "zz"])
@@ -90,7 +90,7 @@ def test_a_plugin_scorer_gets_its_declared_truth_fields_for_the_given_updates(tm
         seen.update(kwargs)
         return {"accuracy": 0.5, "notes": ["its own line"]}
 
-    monkeypatch.setattr(workers.scoring, "score_plugin", fake)
+    monkeypatch.setattr(leakbed.workers.scoring, "score_plugin", fake)
     scoring = Scoring(kind="plugin", function="mine.scoring:score", truth=("user_id", "round", "colour"), notes=("ours",))
     decl = declaration("mine", scoring)
     ctx = context(layout, "mine", "plugin", params={"top": {"k": 2}})

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.reid_metrics import reid_metrics
-from referee.coverage import NOTE, Coverage
-from referee.kinds import KINDS
-from referee.score_linkage import given_pairs
+from leakbed.core.reid_metrics import reid_metrics
+from leakbed.referee.coverage import NOTE, Coverage
+from leakbed.referee.kinds import KINDS
+from leakbed.referee.score_linkage import given_pairs
 from tests.referee.kit import Update, context, file_outputs, write_run
 
 USERS, UPDATES = 20, 200

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from core.linkage_views import VARIANTS
-from core.record_hash import record_hash
-from referee.kinds import KINDS
+from leakbed.core.linkage_views import VARIANTS
+from leakbed.core.record_hash import record_hash
+from leakbed.referee.kinds import KINDS
 from tests.referee.kit import Update, context, file_outputs, write_run
 
 N, K = 60, 6
@@ -112,7 +112,7 @@ def test_profile(tmp_path):
 
 
 def test_metadata(tmp_path):
-    from core.config import ExperimentConfig
+    from leakbed.core.config import ExperimentConfig
 
     layout, ids, owners, rng = case(tmp_path)
     truth = (owners[:, None] == USERS[None, :]).astype(float)
@@ -161,10 +161,10 @@ def test_linkage(tmp_path):
 
 
 def test_redteam_missing_entries_are_no_guess(tmp_path):
-    from core.config import ExperimentConfig
+    from leakbed.core.config import ExperimentConfig
 
     layout, ids, owners, rng = case(tmp_path)
-    from core.store import UpdateStore
+    from leakbed.core.store import UpdateStore
 
     order = [str(i) for i in UpdateStore(layout.store("random")).anon_ids()]
     truth = dict(zip(ids, owners, strict=True))

@@ -8,13 +8,13 @@ import ast
 import numpy as np
 import pytest
 
-from core.declaration import Scoring
-from referee.judge import RunJudge
-from referee.kinds import KINDS, PLUGIN, kind_names
-from referee.schemas import OUTPUTS, OutputsError, check_outputs, describe
-from tests.conftest import REPO
+from leakbed.core.declaration import Scoring
+from leakbed.referee.judge import RunJudge
+from leakbed.referee.kinds import KINDS, PLUGIN, kind_names
+from leakbed.referee.schemas import OUTPUTS, OutputsError, check_outputs, describe
+from leakbed.workers.hostile import ArraySpec
+from tests.conftest import REPO, room_of
 from tests.referee.kit import RULE, Update, context, declaration, file_outputs, write_run
-from workers.hostile import ArraySpec
 
 SIZES = {"n": 5, "k": 3, "d": 4, "u": 3, "c": 1, "a": 4, "r": 2, "s": 6, "p": 10, "q": 2, "m": 7}
 DTYPES = {"f": np.float64, "i": np.int64, "u": np.uint8, "b": np.bool_, "U": "<U8"}
@@ -84,7 +84,7 @@ def test_a_run_judge_reports_the_mismatch_as_the_attacks_one_line(tmp_path, capl
     file_outputs(layout, "good", {"ids": ids, "classes": np.asarray(["u0", "u1"]), "scores": np.eye(2)[[0, 1, 0, 1, 0]]})
     decls = {n: declaration(n, Scoring(kind="reid")) for n in ("bad", "good", "absent")}
     decls["odd"] = declaration("odd", Scoring(kind="no-such-kind"))
-    from core.config import ExperimentConfig
+    from leakbed.core.config import ExperimentConfig
 
     judge = RunJudge(ExperimentConfig(), layout, RULE, decls)
     out = judge.score(["bad", "good", "absent", "odd"], None)
@@ -97,12 +97,12 @@ def test_a_run_judge_reports_the_mismatch_as_the_attacks_one_line(tmp_path, capl
 
 
 def test_the_referee_imports_nothing_from_attacks():
-    for path in sorted((REPO / "referee").glob("*.py")):
+    for path in sorted((REPO / "leakbed" / "referee").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            assert not [n for n in names if n.split(".")[0] == "attacks"], f"{path.name}:{node.lineno} imports attacks"
+            assert not [n for n in names if room_of(n) == "attacks"], f"{path.name}:{node.lineno} imports attacks"
 
 
 def test_empty_outputs_pass_whatever_their_dtype_and_score_every_given_update_at_random(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from referee.score_reconstruction import RECOVERED_PSNR, frequency_guess, images_x_chance, label_accuracy, psnr_matched
+from leakbed.referee.score_reconstruction import RECOVERED_PSNR, frequency_guess, images_x_chance, label_accuracy, psnr_matched
 
 
 def test_psnr_pairs_each_true_image_with_its_reconstruction_in_any_order():

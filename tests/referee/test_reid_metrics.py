@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from core.reid_metrics import random_ranking_ap, reid_metrics
+from leakbed.core.reid_metrics import random_ranking_ap, reid_metrics
 
 CLASSES = np.array(["a", "b", "c", "d"])
 

@@ -8,8 +8,8 @@ import stat
 import numpy as np
 import pytest
 
-from referee.seal import KEY_FILE, TRUTH_FILE, Sealer, TruthExists
-from referee.truth import Referee
+from leakbed.referee.seal import KEY_FILE, TRUTH_FILE, Sealer, TruthExists
+from leakbed.referee.truth import Referee
 
 
 def test_a_second_run_into_the_same_folder_is_refused_and_the_old_truth_kept(tmp_path):

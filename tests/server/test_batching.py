@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from core.updates import delta_vector
-from referee.seal import Sealer
-from server.batching import BatchRelease, HeldUpdate
-from server.shuffler import Shuffler
+from leakbed.core.updates import delta_vector
+from leakbed.referee.seal import Sealer
+from leakbed.server.batching import BatchRelease, HeldUpdate
+from leakbed.server.shuffler import Shuffler
 from tests.conftest import arrays_of
 from tests.server.test_shuffler_referee import GLOBAL, reply
 

@@ -16,13 +16,13 @@ from flwr.clientapp.mod import fixedclipping_mod
 from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.task_identity import TaskIdentity
 
-import defenses.dp
-from core.config import ExperimentConfig
-from core.derive import derived_seed
-from defenses.dp import SeededDpFixedClipping
+import leakbed.defenses.dp
+from leakbed.core.config import ExperimentConfig
+from leakbed.core.derive import derived_seed
+from leakbed.defenses.dp import SeededDpFixedClipping
+from leakbed.referee.canaries import CanaryAudit
+from leakbed.server.canaries import CanaryStrategy, audit_summary, canary_audit
 from leakbed.server_defenses import ServerDefenses
-from referee.canaries import CanaryAudit
-from server.canaries import CanaryStrategy, audit_summary, canary_audit
 from tests.conftest import arrays_of, fake_message
 
 USERS, SAMPLED, ROUNDS = 100, 20, 10
@@ -124,10 +124,10 @@ def test_clipping_off_on_the_device_path_is_caught(monkeypatch):
     passes the reply through), the lower bound passes the accountant's ε."""
     honest = audited_run(config(10.0, norm=10.0))
     assert not honest["all iterates"]["exceeds_accountant"], honest["all iterates"]
-    monkeypatch.setattr(defenses.dp, "fixedclipping_mod", lambda msg, ctx, call_next: call_next(msg, ctx))
+    monkeypatch.setattr(leakbed.defenses.dp, "fixedclipping_mod", lambda msg, ctx, call_next: call_next(msg, ctx))
     broken = audited_run(config(10.0, norm=10.0))
     assert broken["all iterates"]["exceeds_accountant"], broken["all iterates"]
-    assert fixedclipping_mod is not defenses.dp.fixedclipping_mod
+    assert fixedclipping_mod is not leakbed.defenses.dp.fixedclipping_mod
 
 
 def test_the_undefended_baseline_has_no_guarantee_and_a_large_estimate():

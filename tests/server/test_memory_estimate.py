@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import leakbed.cli as cli
-from core.config import ConfigError, load_config
-from core.data import federation
-from core.processes import MARK
 from leakbed.commands import experiment
+from leakbed.core.config import ConfigError, load_config
+from leakbed.core.data import federation
+from leakbed.core.processes import MARK
 from leakbed.preflight import declarations
-from server import memory_estimate, run_parts
-from server.memory_estimate import check_memory, estimate
+from leakbed.server import memory_estimate, run_parts
+from leakbed.server.memory_estimate import check_memory, estimate
 from tests.conftest import REPO, tiny_config
 
 GIB = 2**30

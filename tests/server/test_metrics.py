@@ -7,11 +7,11 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import telemetry
-from core.config import build_config
-from server.metrics import RunTelemetry, defense_label, observe_round
-from server.tap import RoundLog
-from workers import PoolStats
+from leakbed.core import telemetry
+from leakbed.core.config import build_config
+from leakbed.server.metrics import RunTelemetry, defense_label, observe_round
+from leakbed.server.tap import RoundLog
+from leakbed.workers import PoolStats
 
 CATALOGUE = {
     "leakbed_attack_sandboxed", "leakbed_round", "leakbed_rounds_planned", "leakbed_run_finished",

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
-from core.config import build_config
-from core.declaration import Declaration, Scoring
-from core.store import UpdateStore
-from referee.context import ScoreContext
-from referee.scorers import score_one
-from referee.seal import Sealer, TruthExists
-from referee.truth import Referee
-from server.shuffler import TRUTH_KEY, Shuffler
+from leakbed.core.config import build_config
+from leakbed.core.declaration import Declaration, Scoring
+from leakbed.core.store import UpdateStore
+from leakbed.referee.context import ScoreContext
+from leakbed.referee.scorers import score_one
+from leakbed.referee.seal import Sealer, TruthExists
+from leakbed.referee.truth import Referee
+from leakbed.server.shuffler import TRUTH_KEY, Shuffler
 from tests.conftest import arrays_of, fake_message
 
 GLOBAL = {"fc.weight": np.zeros((3, 2), np.float32), "fc.bias": np.zeros(3, np.float32)}

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from server.sampling import StartupTimeout
-from server.startup import bounded_start
+from leakbed.server.sampling import StartupTimeout
+from leakbed.server.startup import bounded_start
 
 
 class SilentGrid:

@@ -13,14 +13,14 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM
 from flwr.supercore.task_identity import TaskIdentity
 
-from core.derive import node_ticket
-from core.plan import TICKET_KEY
-from defenses.dp import DPParams, SeededDpFixedClipping
-from referee.seal import Sealer
-from referee.truth import Referee
-from server.sampling import StartupTimeout, TicketSampler
-from server.shuffler import AGGREGATE_KEY, TRUTH_KEY, Shuffler
-from server.tap import CuriousTap
+from leakbed.core.derive import node_ticket
+from leakbed.core.plan import TICKET_KEY
+from leakbed.defenses.dp import DPParams, SeededDpFixedClipping
+from leakbed.referee.seal import Sealer
+from leakbed.referee.truth import Referee
+from leakbed.server.sampling import StartupTimeout, TicketSampler
+from leakbed.server.shuffler import AGGREGATE_KEY, TRUTH_KEY, Shuffler
+from leakbed.server.tap import CuriousTap
 from tests.conftest import arrays_of, fake_message
 
 

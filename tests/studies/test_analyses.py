@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import dump_config
-from core.data import federation
-from core.derive import derived_seed
-from core.knowledge import AttackerKnowledge
-from core.layout import RunLayout
-from core.models import attack_keys, build_model
-from core.store import UpdateStore
-from core.training import load_arrays, state_arrays
 from leakbed.cli import main
-from studies import layers, prior_size, progress, raw_vs_update, train_size
-from studies.run_view import RunView, flat
+from leakbed.core.config import dump_config
+from leakbed.core.data import federation
+from leakbed.core.derive import derived_seed
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.layout import RunLayout
+from leakbed.core.models import attack_keys, build_model
+from leakbed.core.store import UpdateStore
+from leakbed.core.training import load_arrays, state_arrays
+from leakbed.studies import layers, prior_size, progress, raw_vs_update, train_size
+from leakbed.studies.run_view import RunView, flat
 from tests.conftest import tiny_config
 
 
@@ -124,12 +124,12 @@ def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys)
 def test_studies_re_attack_in_sandboxed_workers_never_beside_the_truth(tmp_path, monkeypatch):
     """The attack code a study re-fits runs in the attack workers: made to fail in this process (the one that holds
     the owners), the study still gets its scores; the variant stores hold no owner."""
-    import attacks.reidentify
+    import leakbed.attacks.reidentify
 
     def not_here(*args, **kwargs):
         raise AssertionError("attack code ran beside the truth")
 
-    monkeypatch.setattr(attacks.reidentify.MLP, "classify", not_here)
+    monkeypatch.setattr(leakbed.attacks.reidentify.MLP, "classify", not_here)
     run = make_run(tmp_path)
     view = RunView.open(run)
     result = train_size.run(view, run / "analyses", [1, 2])  # and the most every user has (4)

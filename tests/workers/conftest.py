@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.declaration import Declaration
+from leakbed.core.declaration import Declaration
 from tests.workers import kit
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from core.declaration import Declaration, check_params
-from core.knowledge import AttackerKnowledge
-from core.processes import alive
-from core.records import AnonymousUpdate, RoundSnapshot
-from core.store import UpdateStore
+from leakbed.core.declaration import Declaration, check_params
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.processes import alive
+from leakbed.core.records import AnonymousUpdate, RoundSnapshot
+from leakbed.core.store import UpdateStore
 
 TRAIN = {"epochs": 1, "batch_size": 8, "lr": 0.1, "optimizer": "sgd", "momentum": 0.0}
 # the built-in attacks these tests run: two re-identification attacks, one that builds on their family, one with
@@ -31,9 +31,9 @@ def knowledge() -> tuple[AttackerKnowledge, dict[str, np.ndarray], list[str]]:
     the attack layers' keys."""
     import torch
 
-    from core.data import federation
-    from core.models import attack_keys, build_model
-    from core.training import state_arrays
+    from leakbed.core.data import federation
+    from leakbed.core.models import attack_keys, build_model
+    from leakbed.core.training import state_arrays
     from tests.conftest import tiny_config
 
     cfg = tiny_config()
@@ -68,8 +68,8 @@ def snapshot(rnd: int, **train: object) -> RoundSnapshot:
 
 def introspect(cache: Path) -> dict[str, Declaration]:
     """The built-in attacks' declarations, introspected in a sandbox (cached in ``cache``)."""
-    from workers.introspect import Introspector
-    from workers.sandbox import Limits
+    from leakbed.workers.introspect import Introspector
+    from leakbed.workers.sandbox import Limits
 
     return Introspector(Limits(), cache=cache).declarations(BUILTINS)
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from core.declaration import ParamsError
+from leakbed.core.declaration import ParamsError
+from leakbed.workers import checks
+from leakbed.workers.checks import RunFacts, own_checks
+from leakbed.workers.sandbox import Limits, Sandbox, available
 from tests.workers import kit
-from workers import checks
-from workers.checks import RunFacts, own_checks
-from workers.sandbox import Limits, Sandbox, available
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 

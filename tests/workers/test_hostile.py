@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy_format
 
-from workers import hostile
-from workers.hostile import (
+from leakbed.workers import hostile
+from leakbed.workers.hostile import (
     ArraySpec,
     HostileData,
     LogSink,

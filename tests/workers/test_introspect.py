@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.declaration import Declaration
-from core.entry_points import PluginError
+from leakbed.core.declaration import Declaration
+from leakbed.core.entry_points import PluginError
+from leakbed.workers import introspect, one_shot
+from leakbed.workers.introspect import Introspector, content_key
+from leakbed.workers.sandbox import Limits, Sandbox, available
 from tests.workers import kit
-from workers import introspect, one_shot
-from workers.introspect import Introspector, content_key
-from workers.sandbox import Limits, Sandbox, available
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 
@@ -195,7 +195,7 @@ def test_a_declaration_leakbeds_model_refuses_fails_that_attack_only(tmp_path, d
     doc["declarations"]["knn"] |= change
     hostile(monkeypatch, json.dumps(doc))
     intro = Introspector(Limits(), cache=tmp_path)
-    with pytest.raises(PluginError, match=f"^attack 'knn' \\(attacks.reidentify:KNN\\) failed to load: {says}") as err:
+    with pytest.raises(PluginError, match=f"^attack 'knn' \\(leakbed.attacks.reidentify:KNN\\) failed to load: {says}") as err:
         intro.declarations(["knn"])
     one_line(err.value)
     assert intro.declarations(["svm"])["svm"].name == "svm" and intro.misses == 1  # the others are fine, cached
@@ -206,7 +206,7 @@ def test_a_plugin_that_fails_to_load_is_named_in_one_line(tmp_path, decls, monke
            "errors": {"knn": "ImportError: \x1b[31mno module\nleakbed: fine"}}
     del doc["declarations"]["knn"]
     hostile(monkeypatch, json.dumps(doc))
-    with pytest.raises(PluginError, match=r"^attack 'knn' \(attacks.reidentify:KNN\) failed to load: ImportError: "
+    with pytest.raises(PluginError, match=r"^attack 'knn' \(leakbed.attacks.reidentify:KNN\) failed to load: ImportError: "
                                           r"no module leakbed: fine$") as err:
         Introspector(Limits(), cache=tmp_path).declarations(["knn"])
     one_line(err.value)
@@ -260,5 +260,5 @@ def test_without_a_sandbox_it_still_runs_in_a_process_of_its_own(tmp_path, monke
     monkeypatch.setattr(one_shot.subprocess, "Popen", spy)
     before = set(sys.modules)
     got = Introspector(None, cache=tmp_path).declarations(["knn"])
-    assert got["knn"].name == "knn" and seen and seen[0][1:3] == ["-m", "workers.inside.introspect"]
-    assert "attacks.reidentify" not in sys.modules or "attacks.reidentify" in before
+    assert got["knn"].name == "knn" and seen and seen[0][1:3] == ["-m", "leakbed.workers.inside.introspect"]
+    assert "leakbed.attacks.reidentify" not in sys.modules or "leakbed.attacks.reidentify" in before

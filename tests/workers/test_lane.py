@@ -19,17 +19,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.processes import alive, descendants
+from leakbed.core.processes import alive, descendants
+from leakbed.workers.hostile import LogSink
+from leakbed.workers.lane import LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed, exit_meaning
+from leakbed.workers.sandbox import Limits, available
 from tests.workers import kit
-from workers.hostile import LogSink
-from workers.lane import LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed, exit_meaning
-from workers.sandbox import Limits, available
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 
 FAKE = r"""
 import json, os, sys, time
-from workers.frames import MAGIC, PREFIX, read_frame, write_frame
+from leakbed.workers.frames import MAGIC, PREFIX, read_frame, write_frame
 args = sys.argv[1:]
 fd_in, fd_out = int(args[args.index("--in") + 1]), int(args[args.index("--out") + 1])
 how = BEHAVIOUR
@@ -88,7 +88,7 @@ def fake_lanes(monkeypatch: pytest.MonkeyPatch, behaviour: str) -> None:
     spawn = LaneProcess._spawn
 
     def hostile(self: LaneProcess, command: list[str], fds: tuple[int, int], log_fd: int):  # noqa: ANN202
-        assert command[1:3] == ["-m", "workers.inside.lane"]
+        assert command[1:3] == ["-m", "leakbed.workers.inside.lane"]
         return spawn(self, [command[0], "-c", FAKE.replace("BEHAVIOUR", repr(behaviour)), *command[3:]], fds, log_fd)
 
     monkeypatch.setattr(LaneProcess, "_spawn", hostile)
@@ -150,7 +150,7 @@ def test_a_lane_opens_in_its_sandbox_and_answers(tmp_path, store, started):
     # nothing of the host's layout reaches its process: not in its command line, nor in its environment
     pid = inner(one)
     seen = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
-    assert b"workers.inside.lane" in seen and str(store).encode() not in seen and b"run-seed-7" not in seen
+    assert b"leakbed.workers.inside.lane" in seen and str(store).encode() not in seen and b"run-seed-7" not in seen
 
 
 def test_an_attack_that_raises_fails_its_task_in_its_own_words_and_the_lane_lives_on(tmp_path, store, started):
@@ -366,7 +366,7 @@ def test_exit_meaning(code, meaning):
 
 
 def test_the_lane_log_names_its_lane():
-    from workers.lane import lane_header
+    from leakbed.workers.lane import lane_header
 
     spec = LaneSpec(key="r/knn", kind="attack", attack="knn", output="knn")
     assert json.loads(lane_header(spec)) == {"lane": "r/knn", "kind": "attack", "attack": "knn", "output": "knn"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.one_shot import STDERR_TAIL, NoAnswer, call_inside
+from leakbed.workers.one_shot import STDERR_TAIL, NoAnswer, call_inside
 
 PROGRAM = """
 import os, sys, time

@@ -18,15 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import telemetry
-from core.processes import descendants
-from core.records import RoundSnapshot
-from core.store import UpdateStore
+from leakbed.core import telemetry
+from leakbed.core.processes import descendants
+from leakbed.core.records import RoundSnapshot
+from leakbed.core.store import UpdateStore
+from leakbed.workers import AttackPool, Fit
+from leakbed.workers.lane import LaneProcess
+from leakbed.workers.pool import SHADOW
+from leakbed.workers.sandbox import Limits, available
 from tests.workers import kit
-from workers import AttackPool, Fit
-from workers.lane import LaneProcess
-from workers.pool import SHADOW
-from workers.sandbox import Limits, available
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 
@@ -450,7 +450,7 @@ def test_without_its_upstream_the_builder_runs_alone(tmp_path, decls):
 SHADOW_FAKE = r"""
 import io, json, os, sys
 import numpy as np
-from workers.frames import read_frame, write_frame
+from leakbed.workers.frames import read_frame, write_frame
 args = sys.argv[1:]
 fd_in, fd_out = int(args[args.index("--in") + 1]), int(args[args.index("--out") + 1])
 read_frame(fd_in, max_body=0)
@@ -541,7 +541,7 @@ def test_a_pool_of_a_remote_attack_worker_works_the_same(tmp_path, decls, run):
 def test_an_unreachable_remote_worker_fails_the_task_after_its_retry_window(tmp_path, decls):
     """Nothing listens at the worker's address: each lane start waits ``retry_seconds`` for it, the task fails with the
     reason, the updates (filed by the pool itself) are all there, and the pool closes at once."""
-    from core.processes import free_port
+    from leakbed.core.processes import free_port
 
     address = f"127.0.0.1:{free_port()}"
     pool = make_pool(tmp_path, decls, ("knn",), addresses=[address], sandbox=None, shadow=False, retry_seconds=1.0)

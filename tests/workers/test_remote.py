@@ -15,14 +15,14 @@ import grpc
 import pytest
 
 from leakbed.cli import main as leakbed_main
+from leakbed.workers import remote, transport
+from leakbed.workers.hosts import LocalHost
+from leakbed.workers.introspect import Introspector
+from leakbed.workers.remote import Gateway
+from leakbed.workers.remote import main as remote_main
+from leakbed.workers.sandbox import Limits, available
+from leakbed.workers.transport import pb, pb_grpc
 from tests.workers import kit
-from workers import remote, transport
-from workers.hosts import LocalHost
-from workers.introspect import Introspector
-from workers.remote import Gateway
-from workers.remote import main as remote_main
-from workers.sandbox import Limits, available
-from workers.transport import pb, pb_grpc
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 

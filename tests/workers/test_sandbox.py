@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from core.processes import alive, descendants
 from leakbed.cli import main as leakbed_main
-from workers import sandbox
-from workers.lane import INPUTS
-from workers.sandbox import OUTPUT, Limits, Mount, Sandbox
+from leakbed.core.processes import alive, descendants
+from leakbed.workers import sandbox
+from leakbed.workers.lane import INPUTS
+from leakbed.workers.sandbox import OUTPUT, Limits, Mount, Sandbox
 
 ROOT = os.geteuid() == 0
 pytestmark = pytest.mark.skipif(sandbox.available() != "", reason=f"no sandbox here: {sandbox.available()}")
@@ -62,8 +62,8 @@ out = {
     "status": {k: status[k].strip() for k in ("Uid", "Gid", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
                                               "NoNewPrivs", "Seccomp") if k in status},
     "groups": os.getgroups(),
-    "referee": importlib.util.find_spec("referee") is not None,
-    "attacks": importlib.util.find_spec("attacks") is not None,
+    "referee": importlib.util.find_spec("leakbed.referee") is not None,
+    "attacks": importlib.util.find_spec("leakbed.attacks") is not None,
 }
 if probe:
     out |= {
@@ -71,7 +71,7 @@ if probe:
         "overwrite_input": write("/leakbed/inputs/prior.txt"),
         "write_out": write("/leakbed/out/made"),
         "write_root": write("/made"),
-        "write_code": write(os.path.join(os.path.dirname(importlib.util.find_spec("workers").origin), "made")),
+        "write_code": write(os.path.join(os.path.dirname(importlib.util.find_spec("leakbed.workers").origin), "made")),
         "write_tmp": write("/tmp/made"),
     }
 print(json.dumps(out))
@@ -243,7 +243,7 @@ def test_within_its_limits_the_same_work_succeeds():
 def test_it_dies_with_its_spawner():
     spawner = (
         "import sys, time\n"
-        "from workers.sandbox import Limits, Sandbox\n"
+        "from leakbed.workers.sandbox import Limits, Sandbox\n"
         "p = Sandbox(Limits()).popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
         "print(p.pid, flush=True)\n"
         "time.sleep(120)\n"
@@ -298,7 +298,7 @@ def test_a_mount_outside_leakbed_or_onto_its_output_is_refused(tmp_path):
 
 
 def test_limits_for_follows_the_workers_setting(monkeypatch):
-    from core.config import WorkersConfig
+    from leakbed.core.config import WorkersConfig
 
     assert sandbox.limits_for(WorkersConfig(sandbox="off")) == (None, "workers.sandbox = 'off'")
     lim, why = sandbox.limits_for(WorkersConfig(sandbox="on"))

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.declaration import Declaration, Scoring
-from core.processes import marked
-from workers import one_shot, scoring
-from workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, code_root
-from workers.scoring import MAX_RESULT, PluginScorerError, score_plugin
+from leakbed.core.declaration import Declaration, Scoring
+from leakbed.core.processes import marked
+from leakbed.workers import one_shot, scoring
+from leakbed.workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, code_root
+from leakbed.workers.scoring import MAX_RESULT, PluginScorerError, score_plugin
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 
@@ -250,7 +250,7 @@ def test_a_hostile_reply_from_the_scoring_sandbox_is_refused(tmp_path, monkeypat
 def test_the_example_plugins_scorer_runs_in_the_scoring_sandbox(tmp_path, example_plugin):
     """A real third-party scorer (examples/leakbed-example-plugin's ``bias-labels``), pip-installed: it declares the
     truth it reads (``label-share``) and gets it, scoring the attack's outputs against it."""
-    from workers.introspect import Introspector
+    from leakbed.workers.introspect import Introspector
 
     found = Introspector(Limits(), cache=tmp_path / "cache").declarations(["bias-labels"])["bias-labels"]
     assert found.distribution == "leakbed-example-plugin" and found.scoring.kind == "plugin"

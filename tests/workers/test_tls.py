@@ -14,17 +14,17 @@ from pathlib import Path
 import grpc
 import pytest
 
-from core.config import ConfigError
-from core.processes import alive, descendants
+from leakbed.core.config import ConfigError
+from leakbed.core.processes import alive, descendants
+from leakbed.workers.hosts import RemoteHost
+from leakbed.workers.lane import LaneSpec
+from leakbed.workers.sandbox import available
+from leakbed.workers.tls import TlsFiles, server_credentials, tls_files
+from leakbed.workers.transport import pb, pb_grpc
 from tests.conftest import REPO, tiny_config
 from tests.workers import kit
 from tests.workers.test_pool import feed, make_pool, outputs, prefill_shadow
 from tests.workers.test_remote import serve
-from workers.hosts import RemoteHost
-from workers.lane import LaneSpec
-from workers.sandbox import available
-from workers.tls import TlsFiles, server_credentials, tls_files
-from workers.transport import pb, pb_grpc
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
 
@@ -133,7 +133,7 @@ def test_the_pools_channel_reaches_a_worker_the_ca_signed(tls_worker, certs):
 def test_leakbed_attack_worker_serves_mutual_tls_with_the_lanes_sandboxed(tmp_path, certs, decls):
     """The real ``leakbed attack-worker``: a pool holding the run's certificate gets its fit done in a sandbox on the
     worker's host; a client without a certificate is refused; on SIGTERM it ends with no lane left behind."""
-    from core.processes import free_port
+    from leakbed.core.processes import free_port
 
     port = free_port()
     store = tmp_path / "store"

@@ -24,11 +24,11 @@ from leakbed_hostile.common import OWNERS_DROP, dry, hunt, leave_marks, owners_i
 
 FOUND: dict = {"pid": os.getpid(), "uid": os.getuid(), "argv": sys.argv[:4], "patched": [], "imported": []}
 TARGETS = (
-    ("referee.seal", "Sealer", "seal"),
-    ("referee.truth", "Referee", "load"),
-    ("workers.pool", "AttackPool", "_write_output"),
-    ("core.store", "UpdateStore", "write_result"),
-    ("server.shuffler", "Shuffler", "__init__"),
+    ("leakbed.referee.seal", "Sealer", "seal"),
+    ("leakbed.referee.truth", "Referee", "load"),
+    ("leakbed.workers.pool", "AttackPool", "_write_output"),
+    ("leakbed.core.store", "UpdateStore", "write_result"),
+    ("leakbed.server.shuffler", "Shuffler", "__init__"),
 )
 
 
@@ -85,7 +85,7 @@ try:
     FOUND["hunt"] = hunt(budget=4.0)
     FOUND["hunt"]["owners"] = len(FOUND["hunt"]["owners"])
     FOUND["marks"] = leave_marks("hostile-import at import time")
-    FOUND["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("referee", "server", "workers", "leakbed", "flwr"))
+    FOUND["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("leakbed", "flwr"))
 except Exception as err:  # noqa: BLE001 - a probe must not stop the import it rides on
     FOUND["error"] = f"{type(err).__name__}: {err}"
 

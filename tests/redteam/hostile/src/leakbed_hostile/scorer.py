@@ -21,7 +21,8 @@ UNDECLARED = ("round", "label-share", "property", "records", "node", "partition_
 
 def _patch() -> list[str]:
     done = []
-    for name in ("referee.scorers", "referee.kinds", "referee.truth", "referee.seal", "workers.scoring", "core.reid_metrics"):
+    for name in ("leakbed.referee.scorers", "leakbed.referee.kinds", "leakbed.referee.truth", "leakbed.referee.seal",
+                 "leakbed.workers.scoring", "leakbed.core.reid_metrics"):
         try:
             mod = sys.modules.get(name) or importlib.import_module(name)
         except Exception:  # noqa: BLE001 - not reachable from here

@@ -1,0 +1,132 @@
+"""The defense contract: one class per defense, with the hooks it uses, found through entry points.
+
+A defense subclasses ``Defense`` and is published under the entry-point group ``leakbed.defenses``
+(``defenses.registry``), built-in and third-party alike. It declares its name, its parameters (a
+pydantic model: every field with a default, a unit and a bound; given beside ``name`` in a
+``defenses`` entry), where it comes from and what it protects against (``source``, ``threat``),
+what it is compatible with (``check``), and overrides the hooks it uses:
+
+* ``data``: the device's training data before local training (data level: background replacement);
+* ``training``: a context around local training (model level: dropout);
+* ``mod``: a Flower Mod around the device's train handler (update level: noise, clipping, DP, what
+  the reply reports); ``mod_stage`` orders the Mods, the highest outermost (``data_stage`` orders the
+  data hooks the same way, the lowest first);
+* ``wrap_strategy`` and ``privacy``: its server half, if it has one (DP-FedAvg's noise on the aggregate
+  and its accounting), applied by the product around the curious strategy.
+
+Device hooks run on the device of each user that adopts the defense (``fraction`` or ``users`` of
+its entry), in config order within a stage, with a ``DeviceContext``: the plan the server sent, this
+device's user, the round, and a seed of the defense's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from flwr.clientapp.typing import Mod
+from flwr.serverapp.strategy import Strategy
+from torch import nn
+
+from leakbed.core.data import Federation, UserData, federation_of
+from leakbed.core.data.corpus import Corpus
+from leakbed.core.params import NoParams, Params
+from leakbed.core.plan import DevicePlan
+
+
+@dataclass(frozen=True)
+class DefenseSetting:
+    """The run as a defense's ``check`` sees it before anything starts."""
+
+    corpus: Corpus
+    float_state: bool  # every entry of the model's state is floating point (Flower's clipping Mods need it)
+    integer_buffer: str  # the first integer buffer, when not
+    secure_aggregation: bool
+
+
+@dataclass
+class DeviceContext:
+    """What a device hook gets: the plan the server sent, this device's user and partition, the round, and the
+    index of the defense's entry (its seeds derive from it, so two entries of one defense differ)."""
+
+    plan: DevicePlan
+    partition: int
+    round: int
+    index: int = 0
+    fed: Federation | None = None  # the device's federation, when the caller has built it already
+
+    @property
+    def federation(self) -> Federation:
+        if self.fed is None:
+            p = self.plan
+            self.fed = federation_of(p.data, p.split, p.seed, p.rule)
+        return self.fed
+
+    @property
+    def user(self) -> str:
+        return self.federation.user_ids[self.partition]
+
+    def seed(self, purpose: str) -> int:
+        """A seed of this defense entry for ``purpose``, on this device, in this round (for new defenses; the
+        built-in ones keep the derivations their published numbers were measured with)."""
+        return zlib.crc32(f"{self.plan.seed}/{self.round}/{self.user}/{self.index}/{purpose}".encode())
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """What a defense's server half gets: the run's users, how many devices are sampled a round, the rounds run."""
+
+    users: list[str]
+    sampled: int
+    rounds: int
+    seed: int
+
+
+class Defense:
+    """Subclass it, set the class attributes, override the hooks the defense uses."""
+
+    name: ClassVar[str]
+    params: ClassVar[type[Params]] = NoParams
+    source: ClassVar[str] = ""  # the seed (file, section) or paper it implements
+    threat: ClassVar[str] = ""  # what it hides, from whom (the curious server, the global models' readers)
+    data_stage: ClassVar[int] = 20  # order of data hooks: lower first (config order within a stage)
+    mod_stage: ClassVar[int] = 20  # order of Mods: a higher one sits outside, so it acts last on the reply
+    uniform_weights: ClassVar[bool] = False  # the server averages updates with equal weights (its noise assumes it)
+
+    def check(self, params: Any, setting: DefenseSetting) -> str | None:  # noqa: ARG002 - for subclasses
+        """A one-line reason this run cannot take the defense, or None."""
+        return None
+
+    def data(self, ctx: DeviceContext, params: Any, data: UserData) -> UserData:  # noqa: ARG002
+        """The device's training data after this defense (data level)."""
+        return data
+
+    @contextlib.contextmanager
+    def training(self, ctx: DeviceContext, params: Any, model: nn.Module) -> Iterator[None]:  # noqa: ARG002
+        """A context around the device's local training (model level)."""
+        yield
+
+    def mod(self, ctx: DeviceContext, params: Any) -> Mod | None:  # noqa: ARG002
+        """A Flower Mod around the device's train handler (update level), or None."""
+        return None
+
+    def canary_mod(self, params: Any, seed: int) -> Mod | None:  # noqa: ARG002
+        """The Mod a privacy audit's canary client passes through, as an adopting device's reply would (the
+        update-level mechanism whose ε the audit checks: clipping, local noise); ``seed`` is the canary's and the
+        round's. None: the defense does nothing to an update on a device."""
+        return None
+
+    def clip(self, params: Any) -> float | None:  # noqa: ARG002
+        """The L2 norm it bounds each update to (a canary's norm by default), or None."""
+        return None
+
+    def wrap_strategy(self, strategy: Strategy, params: Any, ctx: ServerContext) -> Strategy:  # noqa: ARG002
+        """Its server half around the curious strategy (the product applies it), or the strategy itself."""
+        return strategy
+
+    def privacy(self, params: Any, ctx: ServerContext, adopters: int, releases: int) -> dict | None:  # noqa: ARG002
+        """Its privacy accounting for ``metrics.json`` (ε, δ...), or None."""
+        return None

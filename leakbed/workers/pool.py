@@ -1,0 +1,639 @@
+"""The attack pool: trusted code between the curious server and the attacks, off the FL critical path.
+
+Tapped rounds and anonymous updates wait in a bounded queue (its depth is visible); one writer thread files them
+into the prior's store (the attacks' inputs: written by trusted code only, read-only to every sandbox). Each
+attack then runs in a *lane* of its own, one sandbox per attack and prior (``workers.lane``): the shadow lane trains
+the attacker's shadow updates on each round's global model (the pool checks them and files them into the store),
+an attack's lane runs its per-round hook, then ``fit`` and ``predict``. No attack shares a process, a folder or an
+output with another; an attack that builds on another's outputs (``Declaration.builds_on``) is handed them, checked
+and read-only, once they are written.
+
+What a lane hands back is hostile data (``workers.hostile``): replies are bounded, arrays are checked before they
+are allocated, texts are shown as the attack's words. Every task has a deadline (the attack's own budget
+parameter, or ``workers.task_deadline``); a task past it is ended and counted failed with "deadline", and the
+federation and the other attacks go on. A lane that dies during a task is restarted and the task retried once;
+a task that kills a second lane fails with the cause of death. At most ``count`` lane tasks run at once.
+
+Every tapped update is filed, dropped (queue full) or failed, so ``tapped == analysed + dropped + failed`` always
+holds and is reported. Lanes run on this host (sandboxes spawned here) or on remote attack workers
+(``workers.hosts.RemoteHost``), which spawn the same sandboxes on theirs.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import queue
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leakbed.core import telemetry
+from leakbed.core.declaration import Declaration
+from leakbed.core.knowledge import AttackerKnowledge
+from leakbed.core.layout import check_run_id
+from leakbed.core.records import AnonymousUpdate, RoundSnapshot
+from leakbed.core.store import UpdateStore
+from leakbed.workers.hostile import ArraySpec, HostileData, load_npz
+from leakbed.workers.hosts import Host, Lane, LocalHost, RemoteHost
+from leakbed.workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed
+from leakbed.workers.sandbox import Limits
+from leakbed.workers.tls import TlsFiles
+
+log = logging.getLogger(__name__)
+SHADOW = "shadow.training"  # the shadow lane's output name: never a plugin's (plugin names hold no ".")
+FitCallback = Callable[[str, bool], None]
+BUILTIN = "leakbed"  # the distribution of leakbed's own attacks (whose code another built-in attack may run)
+SHADOW_SCHEMA = {"labels": ArraySpec(kinds="U", shape=("n",)), "vectors": ArraySpec(kinds="f", shape=("n", None))}
+
+
+@dataclass
+class PoolStats:
+    tapped: int = 0
+    analysed: int = 0  # anonymous updates filed into the store
+    dropped: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    retries: int = 0
+    worker_restarts: int = 0  # lanes restarted after dying during a task
+    rounds_submitted: int = 0
+    rounds_analysed: int = 0
+    rounds_dropped: int = 0
+    lag_rounds: int = 0
+    max_lag_rounds: int = 0
+    max_queue_depth: int = 0
+    shadow_seconds: float = 0.0
+    fit_seconds: dict[str, float] = field(default_factory=dict)
+    partial_fits: int = 0
+    tasks_by_worker: dict[str, int] = field(default_factory=dict)  # by lane
+    deadlines: int = 0  # tasks ended at their deadline
+    lanes_started: int = 0
+    lane_start_seconds: float = 0.0  # summed over lane starts (sandbox, imports, knowledge)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def fitted(self, name: str) -> bool:
+        """Whether the fit filed as ``name`` finished (a NaN time marks a failed one)."""
+        seconds = self.fit_seconds.get(name)
+        return seconds is not None and not math.isnan(seconds)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One fit of an attack: its outputs filed under ``output`` (default: the attack's name), with ``params``
+    overriding the run's parameters of it (a study's variant, e.g. another share of seen users), on the store
+    named ``store`` under the pool's root (default: the run's)."""
+
+    attack: str
+    output: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    store: str = ""
+
+    @property
+    def name(self) -> str:
+        """How the pool's fit times and errors name it: ``[store:]output``."""
+        return f"{self.store}:{self.output or self.attack}" if self.store else self.output or self.attack
+
+
+@dataclass
+class _Task:
+    op: str  # round | fit
+    round: int = 0
+    name: str = ""  # fit: the pool's name of it
+    partial: bool = False
+    deadline: float = 0.0
+    deaths: int = 0
+    store: str = ""
+
+
+@dataclass
+class _Lane:
+    """A lane's queue and thread; its process is started on its first task and restarted after a death."""
+
+    spec: LaneSpec
+    store: str
+    host: Host
+    tasks: deque[_Task] = field(default_factory=deque)
+    handle: Lane | None = None
+    thread: threading.Thread | None = None
+    done: bool = False  # stop once its queue is empty
+
+
+class AttackPool:
+    """Start with the attacker's knowledge and the declarations of the attacks it runs; submit rounds and updates;
+    ``fit`` fits the attacks, each in its own lane; outputs, checked, go to ``outputs`` (``<name>.npz``)."""
+
+    def __init__(
+        self,
+        knowledge: AttackerKnowledge,
+        store_root: str | Path,
+        *,
+        declarations: dict[str, Declaration],
+        params: dict[str, dict[str, Any]],
+        outputs: Path,
+        count: int = 2,
+        queue_size: int = 256,
+        submit_timeout: float = 60.0,
+        addresses: Sequence[str] = (),
+        retry_seconds: float = 120.0,
+        run_id: str = "",
+        on_fit: FitCallback | None = None,
+        sandbox: Limits | None = None,
+        tls: TlsFiles | None = None,
+        cuda: bool = False,
+        log_dir: Path | None = None,
+        task_deadline: float = 1800.0,
+        drain_deadline: float = 1800.0,
+        max_result_mb: int = 256,
+        log_mb: int = 16,
+        shadow: bool = True,
+    ) -> None:
+        self._root = Path(store_root).resolve()
+        self._run_id = check_run_id(run_id or uuid.uuid4().hex[:12])
+        self._store = UpdateStore(self._root / self._run_id)
+        knowledge.save(self._store.root)  # the lanes read the knowledge from the run's store, once each
+        self._known = set(knowledge.prior)
+        self._keys = list(knowledge.keys)
+        self._widths: dict[int, int] = {}  # round -> the attack layers' size in its global model (a shadow update's)
+        self._decl = declarations
+        self._params = params
+        self._outputs = Path(outputs)
+        self._timeout = submit_timeout
+        self._task_deadline = task_deadline
+        self._drain_deadline = drain_deadline
+        self._max_result = max_result_mb << 20
+        self._on_fit = on_fit
+        self._shadow = shadow
+        self._latest_round = 0
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._slots = threading.Semaphore(count)
+        self._lanes: dict[str, _Lane] = {}
+        self._threads: list[threading.Thread] = []  # every lane thread started (``close`` joins them all)
+        self._pending_rounds: dict[int, int] = {}  # round -> lane tasks not yet done
+        self._pending_fits = 0
+        self._filed: list[str] = []  # the run's anonymous update ids, as filed
+        self.stats = PoolStats()
+        logs = log_dir or self._root.parent / f"{self._root.name}-logs"
+        if addresses:
+            self.hosts: list[Host] = [RemoteHost(a, tls, self._max_result, retry_seconds) for a in addresses]
+        else:
+            self.hosts = [LocalHost(self._root, logs, sandbox, upstream_root=self._outputs / "upstream-of",
+                                    log_cap=log_mb << 20, max_reply=self._max_result, cuda=cuda)]
+        self.local = not addresses
+        self.sandboxed = all(h.sandboxed for h in self.hosts)
+        self.tls = any(getattr(h, "tls", False) for h in self.hosts)
+        self.addresses = list(addresses)
+        self._writer = threading.Thread(target=self._write_inputs, daemon=True, name="attack-inputs")
+        self._writer.start()
+        if shadow:
+            self._lane(LaneSpec(key=f"{self._run_id}/{SHADOW}", kind="shadow", output=SHADOW), self._run_id)
+        for name in params if shadow else ():  # a run's attacks with a per-round hook: their lanes start with it
+            if declarations[name].on_round:
+                self._lane(self._spec(Fit(name)), self._run_id)
+
+    # --- the inputs (trusted writes) ---------------------------------------------------------
+
+    def depth(self) -> int:
+        """Rounds and batches accepted but not yet filed."""
+        return self._queue.qsize()
+
+    def lag_rounds(self) -> int:
+        with self._lock:
+            return self.stats.lag_rounds
+
+    def submit_round(self, snapshot: RoundSnapshot) -> None:
+        """Hand over a round's global model; the shadow lane computes the attacker's shadow updates on it."""
+        with self._lock:
+            self._latest_round = max(self._latest_round, snapshot.round)
+            self.stats.rounds_submitted += 1
+        if not self._put(("round", snapshot)):
+            with self._lock:
+                self.stats.rounds_dropped += 1
+                self.stats.errors.append(f"round {snapshot.round} dropped: queue full for {self._timeout}s")
+                self._lock.notify_all()
+
+    def submit_updates(self, updates: list[AnonymousUpdate]) -> None:
+        """Tap anonymous updates; never raises, never silently loses one."""
+        if not updates:
+            return
+        with self._lock:
+            self.stats.tapped += len(updates)
+        if not self._put(("updates", updates)):
+            with self._lock:
+                self.stats.dropped += len(updates)
+                self.stats.errors.append(f"{len(updates)} updates dropped: queue full for {self._timeout}s")
+                self._lock.notify_all()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        try:
+            self._queue.put(item, timeout=self._timeout)
+        except queue.Full:
+            return False
+        with self._lock:
+            self.stats.max_queue_depth = max(self.stats.max_queue_depth, self.depth())
+        return True
+
+    def _write_inputs(self) -> None:
+        while not self._stop.is_set():
+            try:
+                kind, item = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                if kind == "updates":
+                    self._file_updates(item)
+                else:
+                    self._file_round(item)
+            except Exception as err:  # noqa: BLE001 - a failed write is counted, never lost
+                log.exception("filing %s failed", kind)
+                with self._lock:
+                    self.stats.errors.append(f"filing {kind} failed: {type(err).__name__}: {err}")
+                    if kind == "updates":
+                        self.stats.failed += len(item)
+                    else:
+                        self.stats.rounds_analysed += 1
+                    self._lock.notify_all()
+
+    def _file_updates(self, updates: list[AnonymousUpdate]) -> None:
+        rnd, batch = updates[0].round, uuid.uuid4().hex[:12]
+        ids = [u.update_id for u in updates]
+        meta = {k: np.asarray([getattr(u, k) for u in updates]) for k in ("norm", "sparsity", "nbytes")}
+        vectors = np.stack([u.vector for u in updates])
+        self._store.write_anon(rnd, batch, ids, vectors, np.asarray([u.num_examples for u in updates]), meta)
+        if updates[0].arrays is not None:
+            self._store.write_anon_full(rnd, batch, ids, [u.arrays or {} for u in updates])
+        with self._lock:
+            self._filed.extend(ids)
+            self.stats.analysed += len(updates)
+            self._lock.notify_all()
+        telemetry.WORKER_UPDATES_STORED.inc(len(updates))
+
+    def _file_round(self, snap: RoundSnapshot) -> None:
+        if all(k in snap.arrays for k in self._keys):
+            with self._lock:
+                self._widths[snap.round] = sum(int(np.asarray(snap.arrays[k]).size) for k in self._keys)
+        self._store.write_global(snap.round, snap.arrays)
+        self._store.write_config(snap.round, dict(snap.train_config))
+        if not self._shadow:
+            self._round_tasks(snap.round)
+            return
+        with self._lock:
+            self._pending_rounds[snap.round] = self._pending_rounds.get(snap.round, 0) + 1
+        self._enqueue(self._lanes[f"{self._run_id}/{SHADOW}"], _Task("round", round=snap.round, deadline=self._task_deadline))
+
+    def _round_tasks(self, rnd: int) -> None:
+        """After the round's shadow updates: each attack's per-round hook, in its own lane."""
+        hooked = [lane for lane in self._lanes.values() if lane.spec.kind == "attack" and self._decl[lane.spec.attack].on_round
+                  and lane.store == self._run_id]
+        with self._lock:
+            self._pending_rounds[rnd] = self._pending_rounds.get(rnd, 0) + len(hooked)
+        for lane in hooked:
+            self._enqueue(lane, _Task("round", round=rnd, deadline=self._task_deadline))
+        self._round_done(rnd, 0.0, own=False)
+
+    def _round_done(self, rnd: int, seconds: float, own: bool = True) -> None:
+        with self._lock:
+            left = self._pending_rounds.get(rnd, 0) - (1 if own else 0)
+            self.stats.shadow_seconds += seconds
+            if left <= 0:
+                self._pending_rounds.pop(rnd, None)
+                self.stats.rounds_analysed += 1
+                self.stats.lag_rounds = self._latest_round - rnd  # how many rounds later the attack side finished it
+                self.stats.max_lag_rounds = max(self.stats.max_lag_rounds, self.stats.lag_rounds)
+            else:
+                self._pending_rounds[rnd] = left
+            self._lock.notify_all()
+
+    # --- lanes -------------------------------------------------------------------------------
+
+    def _spec(self, job: Fit) -> LaneSpec:
+        store = job.store or self._run_id
+        output = check_run_id(job.output or job.attack)
+        decl = self._decl[job.attack]
+        params = {**self._params.get(job.attack, decl.params_defaults), **job.params}
+        suite = list(self._params)
+        upstream = tuple(decl.upstream(suite, self._decl)) if store == self._run_id else ()
+        peers = {u: {"params": self._params[u], "score_kind": self._decl[u].score_kind,
+                     "builtin": self._decl[u].distribution == BUILTIN} for u in upstream}
+        return LaneSpec(key=f"{store}/{output}", kind="attack", attack=job.attack, output=output, params=params,
+                        upstream=upstream, peers=peers)
+
+    def _lane(self, spec: LaneSpec, store: str) -> _Lane:
+        with self._lock:
+            lane = self._lanes.get(spec.key)
+            if lane is None:
+                host = self.hosts[len(self._lanes) % len(self.hosts)]
+                lane = _Lane(spec, store, host)
+                self._lanes[spec.key] = lane
+            return lane
+
+    def _enqueue(self, lane: _Lane, task: _Task, last: bool = False) -> None:
+        """Queue ``task`` on ``lane`` (``last``: the lane ends after it), starting the lane's thread if it has none.
+
+        The queue, the ``last`` mark and the thread are changed under one lock, and a thread that ends leaves its
+        lane under that same lock: a task is never queued on a lane whose thread has already decided to end."""
+        with self._lock:
+            lane.tasks.append(task)
+            lane.done = lane.done or last
+            if lane.thread is None:
+                lane.thread = threading.Thread(target=self._serve, args=(lane,), daemon=True, name=f"lane-{lane.spec.key}")
+                self._threads = [t for t in self._threads if t.is_alive()] + [lane.thread]
+                lane.thread.start()
+            self._lock.notify_all()
+
+    def _serve(self, lane: _Lane) -> None:
+        """The lane's thread: its tasks one at a time, at most ``count`` lanes' tasks at once. It starts (and, after
+        a death, restarts) the lane's process itself, so the sandbox lives exactly as long as this thread."""
+        try:
+            while True:
+                with self._lock:
+                    while not lane.tasks and not lane.done and not self._stop.is_set():
+                        self._lock.wait(0.5)
+                    if self._stop.is_set() or not lane.tasks:
+                        return
+                    task = lane.tasks.popleft()
+                with self._slots:
+                    self._run(lane, task)
+        finally:
+            with self._lock:  # the decision to end and leaving the lane are one step (see ``_enqueue``)
+                handle, lane.handle, lane.thread = lane.handle, None, None
+            if handle is not None:
+                handle.stop()
+
+    def _ensure_started(self, lane: _Lane) -> Lane:
+        if lane.handle is None:
+            handle = lane.host.lane(lane.spec, lane.store)
+            handle.start()
+            lane.handle = handle
+            with self._lock:
+                self.stats.lanes_started += 1
+                self.stats.lane_start_seconds += handle.start_seconds
+            for name in lane.spec.upstream:  # what it builds on, once written
+                path = self._output_path(lane.store, name)
+                if path.exists():
+                    handle.upstream(name, path.read_bytes())
+        return lane.handle
+
+    def _run(self, lane: _Lane, task: _Task) -> None:
+        request: dict[str, Any] = {"op": task.op, "round": task.round, "partial": task.partial}
+        given = np.asarray(self._given(lane.store)) if task.op == "fit" else None
+        while True:
+            try:
+                handle = self._ensure_started(lane)
+                header, body = handle.call(request, task.deadline)
+            except LaneDeadline as err:
+                with self._lock:
+                    self.stats.deadlines += 1
+                self._drop_handle(lane)
+                self._failed(lane, task, f"deadline: {err}")
+                return
+            except TaskFailed as err:
+                self._failed(lane, task, f"{lane.spec.who} failed: {err}")
+                return
+            except LaneDied as err:
+                self._drop_handle(lane)
+                if self._stop.is_set():  # ended by ``close``: not restarted, not retried
+                    self._failed(lane, task, f"{task.op} task of {lane.spec.who} ended: the pool was closed")
+                    return
+                self._next_host(lane)
+                task.deaths += 1
+                with self._lock:
+                    self.stats.worker_restarts += 1
+                    self.stats.errors.append(f"{lane.spec.who}'s lane died ({err}); restarted")
+                if task.deaths >= 2:
+                    self._failed(lane, task, f"{task.op} task killed a second lane of {lane.spec.who}: {err}")
+                    return
+                with self._lock:
+                    self.stats.retries += 1
+                continue
+            except Exception as err:  # noqa: BLE001 - the lane could not start (sandbox, host): the task fails
+                self._drop_handle(lane)
+                self._failed(lane, task, f"{lane.spec.who}'s lane could not start: {type(err).__name__}: {err}")
+                return
+            break
+        seconds = float(header.get("seconds", 0.0)) if isinstance(header.get("seconds"), int | float) else 0.0
+        try:
+            self._accept(lane, task, body, seconds, given)
+        except HostileData as err:
+            self._failed(lane, task, f"{lane.spec.who}'s outputs refused: {err}")
+            return
+        with self._lock:
+            key = lane.spec.key
+            self.stats.tasks_by_worker[key] = self.stats.tasks_by_worker.get(key, 0) + 1
+        telemetry.WORKER_TASKS.labels(kind=task.op, outcome="ok").inc()
+        telemetry.WORKER_TASK_DURATION.labels(kind=task.op).observe(seconds)
+
+    def _next_host(self, lane: _Lane) -> None:
+        """A remote lane that died (or whose worker stopped answering) starts again on the next remote worker."""
+        if len(self.hosts) > 1:
+            lane.host = self.hosts[(self.hosts.index(lane.host) + 1) % len(self.hosts)]
+
+    def _drop_handle(self, lane: _Lane) -> None:
+        if lane.handle is not None:
+            lane.handle.stop()
+            lane.handle = None
+
+    def _accept(self, lane: _Lane, task: _Task, body: bytes, seconds: float, given: np.ndarray | None) -> None:
+        if task.op == "round":
+            if lane.spec.kind == "shadow":
+                arrays = load_npz(body, max_bytes=self._max_result, schema=SHADOW_SCHEMA, extra=False)
+                self._check_shadow(arrays, task.round)
+                self._store.write_shadow(task.round, [str(x) for x in arrays["labels"]], arrays["vectors"])
+                self._round_tasks(task.round)
+            self._round_done(task.round, seconds if lane.spec.kind == "shadow" else 0.0)
+            return
+        arrays = load_npz(body, max_bytes=self._max_result)
+        self._write_output(lane.store, lane.spec.output, arrays, given)
+        with self._lock:
+            if task.partial:
+                self._pending_fits -= 1
+                self.stats.partial_fits += 1
+            else:
+                self.stats.fit_seconds[task.name] = seconds
+            self._lock.notify_all()
+        if not task.partial:
+            self._hand_downstream(lane)
+        if self._on_fit is not None:
+            try:
+                self._on_fit(task.name, task.partial)
+            except Exception:  # a scoring hook must not stop the lane
+                log.exception("fit callback for %s failed", task.name)
+
+    def _check_shadow(self, arrays: dict[str, np.ndarray], rnd: int) -> None:
+        """Shadow updates for no one the attacker knows, or of another shape than the anonymous ones (the attack layers'
+        Δw of the round's global model, flattened), are refused."""
+        stray = set(map(str, arrays["labels"])) - self._known
+        if stray:
+            raise HostileData(f"shadow updates labelled with {len(stray)} identities the attacker does not know")
+        with self._lock:
+            width = self._widths.get(rnd)
+        got = arrays["vectors"].shape[1]
+        if width is not None and got != width:
+            raise HostileData(f"shadow updates of {got} entries; the attack layers of round {rnd} hold {width}")
+
+    def _output_path(self, store: str, output: str) -> Path:
+        return (self._outputs if store == self._run_id else self._outputs / check_run_id(store)) / f"{check_run_id(output)}.npz"
+
+    def _write_output(self, store: str, output: str, arrays: dict[str, np.ndarray], given: np.ndarray | None) -> None:
+        """The checked outputs, written by trusted code (atomically), and the ids the fit was given."""
+        path = self._output_path(store, output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        np.savez(buf, allow_pickle=False, **arrays)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, path)
+        if given is not None:
+            ids = path.with_name(f"{path.stem}.given.npy")
+            tmp = ids.with_name(f".{ids.name}.{uuid.uuid4().hex}.tmp")
+            with tmp.open("wb") as f:
+                np.save(f, np.asarray(given, dtype=str), allow_pickle=False)
+            os.replace(tmp, ids)
+
+    def _hand_downstream(self, lane: _Lane) -> None:
+        """An attack's final outputs to every running lane that builds on it, read-only."""
+        path = self._output_path(lane.store, lane.spec.output)
+        for other in list(self._lanes.values()):
+            if lane.spec.attack in other.spec.upstream and other.handle is not None:
+                try:
+                    other.handle.upstream(lane.spec.attack, path.read_bytes())
+                except LaneDied as err:
+                    log.warning("could not hand %s to %s: %s", lane.spec.attack, other.spec.key, err)
+
+    def read_output(self, job: Fit) -> dict[str, np.ndarray]:
+        """A fit's outputs as this pool checked and wrote them (trusted data)."""
+        with np.load(self._output_path(job.store or self._run_id, job.output or job.attack), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def _given(self, store: str) -> list[str]:
+        """The anonymous updates a fit is given: the run's as filed so far, or a study store's."""
+        if store == self._run_id:
+            with self._lock:
+                return list(self._filed)
+        return [str(i) for i in UpdateStore(self._root / check_run_id(store)).anon_ids()]
+
+    def _failed(self, lane: _Lane, task: _Task, message: str) -> None:
+        log.error("attack task failed: %s", message)
+        telemetry.WORKER_TASKS.labels(kind=task.op, outcome="error").inc()
+        with self._lock:
+            self.stats.errors.append(message)
+            if task.op == "fit":
+                if task.partial:
+                    self._pending_fits -= 1
+                else:
+                    self.stats.fit_seconds[task.name] = float("nan")
+            self._lock.notify_all()
+        if task.op == "round":
+            if lane.spec.kind == "shadow":
+                self._round_tasks(task.round)  # the hooks still see the round, without its shadow updates
+            self._round_done(task.round, 0.0)
+
+    # --- public interface --------------------------------------------------------------------
+
+    def score(self, attacks: Sequence[str | Fit]) -> None:
+        """Queue an interim fit of each attack on what has arrived so far (``on_fit(name, True)`` when done)."""
+        for job in attacks:
+            job = Fit(job) if isinstance(job, str) else job
+            with self._lock:
+                self._pending_fits += 1
+            self._enqueue(self._lane(self._spec(job), job.store or self._run_id),
+                          _Task("fit", name=job.name, partial=True, deadline=self._deadline_of(job)))
+
+    def _deadline_of(self, job: Fit) -> float:
+        """The attack's own budget parameter when it declares one, else ``workers.task_deadline`` [s]."""
+        decl = self._decl[job.attack]
+        if decl.budget:
+            value = {**self._params.get(job.attack, decl.params_defaults), **job.params}.get(decl.budget)
+            if isinstance(value, int | float) and value > 0:
+                return float(value)
+        return self._task_deadline
+
+    def _settled(self) -> bool:
+        s = self.stats
+        return (
+            s.analysed + s.dropped + s.failed >= s.tapped
+            and s.rounds_analysed + s.rounds_dropped >= s.rounds_submitted
+            and self._pending_fits <= 0
+            and self._queue.empty()
+        )
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait (at most the drain deadline) until every submitted round, update and interim fit is done or failed;
+        what is still pending then is counted failed with 'drain deadline'."""
+        limit = self._drain_deadline if timeout is None else timeout
+        with self._lock:
+            done = self._lock.wait_for(self._settled, timeout=limit)
+            if not done:
+                self.stats.errors.append(f"the attack side had not caught up {limit:.0f} s after the federation (drain deadline)")
+        return done
+
+    def fit(self, attacks: Sequence[str | Fit], timeout: float | None = None) -> None:
+        """Fit every attack (a name, or a study's ``Fit`` variant), each in its lane, after the stream is drained; an
+        attack that builds on others is fitted once their outputs are written. ``stats.fit_seconds`` is keyed by
+        the fit's name (NaN: the fit failed)."""
+        self.drain()
+        jobs = [Fit(j) if isinstance(j, str) else j for j in attacks]
+        with self._lock:
+            for job in jobs:
+                self.stats.fit_seconds.pop(job.name, None)
+        waiting = list(jobs)
+        limit = time.monotonic() + (timeout if timeout is not None else self._task_deadline * max(1, len(jobs)))
+        while waiting:
+            with self._lock:
+                ready = [j for j in waiting if self._ready(j, jobs)]
+            for job in ready:
+                waiting.remove(job)
+                lane = self._lane(self._spec(job), job.store or self._run_id)
+                self._enqueue(lane, _Task("fit", name=job.name, deadline=self._deadline_of(job)), last=True)
+            with self._lock:
+                if not self._lock.wait_for(lambda: any(self._ready(j, jobs) for j in waiting) or not waiting, timeout=1.0):
+                    if time.monotonic() > limit:
+                        break
+        names = [j.name for j in jobs]
+        with self._lock:
+            left = max(0.0, limit - time.monotonic())
+            self._lock.wait_for(lambda: all(n in self.stats.fit_seconds for n in names), timeout=left)
+            for n in names:
+                if n not in self.stats.fit_seconds:
+                    self.stats.fit_seconds[n] = float("nan")
+                    self.stats.errors.append(f"fit of {n} did not finish in time")
+
+    def _ready(self, job: Fit, jobs: list[Fit]) -> bool:
+        """Whether every attack ``job`` builds on (fitted in this batch) has finished, successfully or not."""
+        spec = self._spec(job)
+        batch = {j.attack: j.name for j in jobs}
+        return all(batch[u] in self.stats.fit_seconds for u in spec.upstream if u in batch)
+
+    def close(self) -> None:
+        """Stop every lane (its sandbox ends with it) and the writer."""
+        self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
+        with self._lock:
+            running = [lane.handle for lane in self._lanes.values() if lane.handle is not None and lane.thread is not None]
+            threads = list(self._threads)
+        for handle in running:
+            handle.kill()  # a task in progress ends now; its thread sees the lane end and returns
+        for thread in threads:
+            thread.join(timeout=30)
+        for lane in list(self._lanes.values()):
+            if lane.handle is not None:
+                lane.handle.stop()
+                lane.handle = None
+        self._writer.join(timeout=5)
+        for host in self.hosts:
+            host.close()
+

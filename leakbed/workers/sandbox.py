@@ -1,0 +1,374 @@
+"""The sandbox attack code runs in, built on bubblewrap (``bwrap``): one per attack and prior (a *lane*), one per
+introspection, one per plugin scorer.
+
+Threat model (DESIGN.md, *Trust boundaries*): attack code is untrusted and may try anything a process can.
+bubblewrap is the sandbox behind Flatpak: a small, audited tool that builds the namespaces, mounts and
+``pivot_root`` for us, so nothing of the confinement is hand-made here. A sandboxed command gets:
+
+* an unprivileged uid/gid on the host (``nobody``, 65534) with no capabilities (effective, permitted,
+  inheritable, ambient and bounding sets empty) and ``no_new_privs``;
+* a root of its own (bwrap's ``pivot_root`` onto a fresh tmpfs, the old root detached) holding read-only: the
+  operating system's ``/usr``, the Python install and its virtual environment, leakbed's attack-side code
+  (``attacks``, ``core``, ``workers``, ``leakbed/plugin.py``) and installed plugins, and whatever the caller
+  mounts (``Mount``: a lane's inputs, written by trusted code, at fixed paths under ``/leakbed``, so no path
+  of the run shows inside); writable: only a size-bounded tmpfs of its own (``output``: the attack's output
+  folder under a disk quota) and private, size-bounded ``/tmp`` and ``/dev/shm``. Nothing on the host is
+  writable, so no host folder is ever handed over (no chown) and nothing it leaves is on the host's disk;
+* a minimal ``/dev`` and its own ``/proc`` (its PID namespace, whose pid 1 is the command itself:
+  ``--as-pid-1``, so bwrap's process and its command line are not visible), whose ``sys`` is read-only;
+* its own network namespace (only a loopback of its own), IPC, UTS and cgroup namespaces;
+* the system-call filter of ``workers.seccomp``;
+* limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of the sandbox user
+  (RLIMIT_NPROC), file size (RLIMIT_FSIZE), open files; no core dumps;
+* death with its parent (``--die-with-parent``; as root that reaches bwrap's process only, not the command, which
+  ``end`` kills: see there) and a session of its own (no terminal to inject into).
+
+It talks to trusted code only through the pipes the caller passes (``popen``'s ``pass_fds``, stdin, stdout).
+
+As root, bwrap builds the sandbox without a user namespace and ``setpriv`` (util-linux) drops to the sandbox
+user last: a user namespace made by root maps the sandbox's uid onto host root, which could write the host's
+``/proc/sys`` (tried). Run by an ordinary user, bwrap uses an unprivileged user namespace and the sandbox keeps
+that user's uid; further user namespaces are disabled.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from leakbed.core.config import WorkersConfig
+from leakbed.core.entry_points import package_dirs
+from leakbed.workers import seccomp
+
+SANDBOX_UID = 65534  # nobody: owns nothing on the host
+# the only variables a sandboxed process inherits; everything else (paths, seeds, tokens of the run) stays out
+ENV_KEEP = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES", "GRPC_ENABLE_FORK_SUPPORT", "PYTHONHASHSEED", "PYTHONUNBUFFERED",
+            "LEAKBED_OWNER")  # a random mark of the command that owns it (core.processes), so it is found and ended
+DEVICES = ("null", "zero", "random", "urandom")
+GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+ETC_FILES = ("ld.so.cache", "alternatives", "localtime")  # the loader's cache, tool links, the time zone
+PASSWD = f"root:x:0:0::/:/usr/sbin/nologin\nnobody:x:{SANDBOX_UID}:{SANDBOX_UID}::/tmp:/usr/sbin/nologin\n"
+GROUP = f"root:x:0:\nnogroup:x:{SANDBOX_UID}:\n"
+TOOLS = ("bwrap", "prlimit", "setpriv")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox, so that one attack module cannot starve the federation."""
+
+    memory_mb: int = 8192  # RLIMIT_DATA: heap and anonymous mappings (not GPU memory) [MiB]
+    processes: int = 1024  # RLIMIT_NPROC: processes and threads of the sandbox user [count]
+    file_size_mb: int = 16384  # RLIMIT_FSIZE: largest file it may write [MiB]
+    tmp_mb: int = 1024  # size of its private /tmp and of /dev/shm, each [MiB]
+    open_files: int = 4096  # RLIMIT_NOFILE [count]
+    output_mb: int = 1024  # the writable output folder's tmpfs: the attack's disk quota [MiB]
+
+
+def code_root() -> Path:
+    """The folder holding the ``leakbed`` package this process runs (its ``attacks``, ``core`` and ``workers``)."""
+    from leakbed.workers.transport import pb
+
+    return Path(pb.__file__).resolve().parents[2]
+
+
+def code_paths() -> list[Path]:
+    """leakbed's code a sandbox runs: the attack side (``attacks``, ``core``), the in-sandbox entry points
+    (``workers``: its trusted half holds no data either) and the plugin contract a third-party attack imports
+    (``leakbed/plugin.py``, with its package's ``__init__``); none of it holds data."""
+    pkg = code_root() / "leakbed"
+    typed = [pkg / "py.typed"] if (pkg / "py.typed").exists() else []
+    return [pkg / "attacks", pkg / "core", pkg / "workers", pkg / "__init__.py", pkg / "plugin.py", *typed]
+
+
+def plugin_paths() -> list[Path]:
+    """Attack plugins' packages installed outside the Python install (``pip install -e``), read-only like leakbed's
+    own attack code; a package under the install is mounted with it."""
+    skip = [*_python_paths(), *code_paths()]
+    ours = code_root() / "leakbed"  # the built-ins' package: only its attack side is mounted (code_paths)
+    dirs = [p for p in package_dirs("leakbed.attacks") if p.exists() and p != ours]
+    return [p for p in dirs if not any(p.is_relative_to(s) for s in skip)]
+
+
+def _python_paths() -> list[Path]:
+    """The interpreter's install and virtual environment (resolved: a venv's python links into its base), and the
+    environment at the path this process was started from, when that path passes through a symbolic link (the
+    sandbox runs ``sys.executable`` as given), and any other ``site-packages`` on ``sys.path`` (an environment whose
+    ``.pth`` file adds another environment's, as the red team's does: tests/redteam)."""
+    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths.add(Path(sys.executable).resolve().parents[1])
+    paths.add(Path(os.path.abspath(sys.executable)).parents[1])
+    paths.update(Path(p).resolve() for p in sys.path if Path(p).name in ("site-packages", "dist-packages"))
+    kept = sorted(p for p in paths if p.is_dir() and p != Path("/usr") and not p.is_relative_to("/usr"))
+    return [p for p in kept if not any(p != q and p.is_relative_to(q) for q in kept)]
+
+
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
+INSIDE = Path("/leakbed")  # where a sandbox finds what it is given: fixed paths, nothing of the host's layout
+OUTPUT = INSIDE / "out"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host file or folder the sandbox reads at ``inside`` (read-only: trusted code wrote it, none may write it)."""
+
+    host: Path
+    inside: Path
+
+
+@dataclass
+class Sandbox:
+    """One sandboxed command: ``mounts`` read-only, a writable output tmpfs of ``limits.output_mb`` at ``/leakbed/out``
+    (also the working directory) when ``output``."""
+
+    limits: Limits = field(default_factory=Limits)
+    mounts: Sequence[Mount] = ()
+    output: bool = True
+    cuda: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._fds: list[int] = []
+        self._made: set[Path] = set()  # folders of the sandbox's root made or mounted so far
+        for m in self.mounts:
+            if not m.inside.is_relative_to(INSIDE) or m.inside == OUTPUT or m.inside.is_relative_to(OUTPUT):
+                raise ValueError(f"sandbox mount {m.inside}: must lie under {INSIDE}, outside {OUTPUT}")
+
+    # --- the command -------------------------------------------------------------------------
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """``prlimit ... bwrap ... [setpriv ...] command``; the files it reads are ``pass_fds``."""
+        self._made = {Path(p) for p in ("/", "/usr", "/etc", "/proc", "/dev", "/tmp")}
+        tools = {t: shutil.which(t) or t for t in TOOLS}
+        lim = self.limits
+        argv = [
+            tools["prlimit"],
+            f"--data={lim.memory_mb * MIB}",
+            f"--nproc={lim.processes}",
+            f"--fsize={lim.file_size_mb * MIB}",
+            f"--nofile={lim.open_files}",
+            "--core=0",
+            "--",
+            tools["bwrap"],
+            *self._namespaces(),
+            *self._file_system(),
+            *("--seccomp", str(self._fd(seccomp.bpf_program()))),
+            "--",
+        ]
+        if _privileged():
+            argv += [
+                tools["setpriv"],
+                f"--reuid={SANDBOX_UID}",
+                f"--regid={SANDBOX_UID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--ambient-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]
+        return [*argv, *command]
+
+    def _namespaces(self) -> list[str]:
+        ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--hostname", "leakbed-sandbox", "--die-with-parent", "--new-session", "--as-pid-1"]
+        if _privileged():  # no user namespace (see the module's docstring): setpriv drops what bwrap keeps for it
+            kept = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")  # to change user
+            return [*ns, "--cap-drop", "ALL", *(a for cap in kept for a in ("--cap-add", cap))]
+        return [*ns, "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+
+    def _file_system(self) -> list[str]:
+        lim = self.limits
+        fs: list[str] = []
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                fs += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                fs += ["--ro-bind", str(host), str(host)]
+        fs += ["--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
+        for name in ETC_FILES:
+            if os.path.lexists(f"/etc/{name}"):
+                fs += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        fs += ["--ro-bind-data", str(self._fd(PASSWD.encode())), "/etc/passwd"]
+        fs += ["--ro-bind-data", str(self._fd(GROUP.encode())), "/etc/group"]
+        fs += ["--proc", "/proc", "--perms", "0755", "--tmpfs", "/dev"]
+        for dev in DEVICES:
+            fs += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+        if self.cuda:
+            fs += self._gpu()
+        fs += ["--symlink", "/proc/self/fd", "/dev/fd"]
+        fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/dev/shm"]
+        fs += ["--perms", "1777", "--size", str(lim.tmp_mb * MIB), "--tmpfs", "/tmp"]
+        for path in [*_python_paths(), *code_paths(), *plugin_paths()]:
+            fs += [*self._parents(path), "--ro-bind", str(path), str(path)]
+        for m in self.mounts:
+            fs += [*self._parents(m.inside), "--ro-bind", str(m.host), str(m.inside)]
+        if self.output:  # the only writable folder: a tmpfs of its own size (the quota), open to the sandbox user
+            fs += [*self._parents(OUTPUT), "--perms", "0777", "--size", str(lim.output_mb * MIB), "--tmpfs", str(OUTPUT)]
+            fs += ["--chdir", str(OUTPUT)]
+        else:
+            fs += ["--chdir", "/tmp"]
+        # /dev read-only too: where bwrap runs unprivileged (in a container) its tmpfs belongs to the sandbox's user
+        return [*fs, "--remount-ro", "/dev", "--remount-ro", "/"]
+
+    def _gpu(self) -> list[str]:
+        """The NVIDIA device nodes and the sysfs the driver reads: only for an attack side on CUDA."""
+        nodes = [f"/dev/{d}" for d in GPU_DEVICES] + sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+        out = [arg for n in nodes if os.path.exists(n) for arg in ("--dev-bind", n, n)]
+        return [*out, "--ro-bind", "/sys", "/sys"]
+
+    def _parents(self, path: Path) -> list[str]:
+        """Traversable (0755) folders down to ``path``: bwrap would make them 0700, closed to the sandbox user."""
+        out = []
+        for parent in reversed(path.parents):
+            if parent not in self._made:
+                out += ["--perms", "0755", "--dir", str(parent)]
+                self._made.add(parent)
+        return out
+
+    def _fd(self, data: bytes) -> int:
+        fd = os.memfd_create("leakbed-sandbox", 0)
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        self._fds.append(fd)
+        return fd
+
+    def env(self, plain: bool = False) -> dict[str, str]:
+        """A scrubbed environment: the attack-side code is found where the spawner had it, nothing else of the run.
+        ``plain``: for a process of its own where no sandbox can start (nothing is mounted: it sees what this process
+        sees anyway), which also keeps the spawner's own ``PYTHONPATH`` (packages installed with ``--target``)."""
+        keep = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] if plain else []
+        return {
+            **keep,
+            "PATH": path,
+            "HOME": "/tmp",
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(code_root()), *extra])),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "MPLCONFIGDIR": "/tmp",
+            **self.extra_env,
+        }
+
+    # --- running it --------------------------------------------------------------------------
+
+    def popen(self, command: Sequence[str], pass_fds: Sequence[int] = (), **kwargs: object) -> subprocess.Popen:
+        """Start ``command`` in the sandbox (``kwargs`` go to Popen: stdout, stderr, stdin; ``pass_fds`` are the
+        caller's pipes, kept open at the same numbers inside)."""
+        argv = self.argv(command)
+        try:
+            return subprocess.Popen(  # type: ignore[call-overload]
+                argv, env=self.env(), pass_fds=[*self._fds, *pass_fds], close_fds=True, start_new_session=True, **kwargs
+            )
+        finally:
+            self.close_fds()
+
+    def close_fds(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+
+def end(proc: subprocess.Popen) -> None:
+    """End a sandbox at once, whatever runs in it: SIGKILL its command (pid 1 of the sandbox's PID namespace, so every
+    process in it dies with it; from this namespace the signal cannot be refused), then bwrap.
+
+    Killing bwrap alone does not reach the command when root spawned it: bwrap's own process keeps no capability and
+    the command runs as another uid, so the kernel refuses the parent-death signal of ``--die-with-parent`` (tried);
+    the command would run on, orphaned. A process that is not a sandbox (unsandboxed mode) is killed with its process
+    group."""
+    if proc.poll() is not None:
+        return
+    for pid in _children(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: bwrap (or the unsandboxed process) leads its group
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (bwrap's: the sandbox's pid 1), read from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def check_store(path: str | Path) -> Path:
+    """The store folder, resolved; ValueError (one line) if it is missing or not a readable folder."""
+    store = Path(path)
+    if not store.is_dir():
+        raise ValueError(f"--store {store}: no such folder")
+    if not os.access(store, os.R_OK | os.X_OK):
+        raise ValueError(f"--store {store}: not readable")
+    return store.resolve()
+
+
+@functools.cache
+def available() -> str:
+    """'' when a sandbox can start here, else why not (one line): bwrap, util-linux and libseccomp present,
+    and a trial command run in exactly the sandbox a worker gets."""
+    if sys.platform != "linux":
+        return "needs Linux"
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not found (Debian: apt-get install bubblewrap util-linux)"
+    try:
+        seccomp.bpf_program()
+    except (ImportError, OSError, AttributeError) as err:
+        return f"no system-call filter: libseccomp unavailable ({type(err).__name__}: {err}; Debian: libseccomp2)"
+    box = Sandbox(Limits())
+    try:
+        proc = box.popen([str(Path(sys.executable)), "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate(timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not start: {exc}"
+    if proc.returncode != 0:
+        last = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        return f"bwrap failed here: {last[0]}"
+    return ""
+
+
+def limits_for(workers: WorkersConfig) -> tuple[Limits | None, str]:
+    """The sandbox of attack code under a run's ``[workers]`` (None: unsandboxed) and, unsandboxed, why;
+    ``workers.sandbox = 'on'`` where no sandbox can start is a ValueError (one line)."""
+    if workers.sandbox == "off":
+        return None, "workers.sandbox = 'off'"
+    why = available()
+    if why and workers.sandbox == "on":
+        raise ValueError(f"workers.sandbox = 'on' but the attack sandbox cannot start here: {why}")
+    if why:
+        return None, why
+    lim = workers.limits
+    return Limits(memory_mb=lim.memory, processes=lim.processes, file_size_mb=lim.file_size, tmp_mb=lim.tmp,
+                  output_mb=lim.output), ""

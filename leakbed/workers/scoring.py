@@ -1,0 +1,122 @@
+"""A plugin's own scorer, run in a scoring sandbox so that the referee's process stays plugin-free.
+
+Trusted code writes, into a fresh folder of its own, only what that scorer may see: the attack's outputs as the pool
+checked them, the ids of the anonymous updates the attack was given, its parameters, and the truth fields it
+declared (``Scoring.truth``) for those updates of its own prior. The folder is mounted read-only in a sandbox with
+no other path (no store, no other attack's outputs, no network) and removed afterwards, so nothing the scorer sees
+is ever where an attack sandbox can read it. The scorer's result comes back through a pipe as bounded JSON; only
+numbers, booleans, short texts and their nesting are kept, its texts shown as its words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leakbed.core.declaration import FIELD, Declaration
+from leakbed.workers.hostile import HostileData, load_json, quoted, words
+from leakbed.workers.one_shot import NoAnswer, call_inside
+from leakbed.workers.sandbox import Limits, available
+
+MAX_RESULT = 1 << 20  # bytes of a scorer's JSON
+DEADLINE = 600.0  # [s] one plugin scorer
+_KEY = re.compile(FIELD)
+
+
+class PluginScorerError(RuntimeError):
+    """The plugin's scorer failed, timed out or returned something refused (one line)."""
+
+
+def score_plugin(
+    *,
+    decl: Declaration,
+    outputs: Path,
+    truth: dict[str, list[Any]],
+    params: dict[str, Any],
+    given: np.ndarray,
+    output: str = "",
+    limits: Limits | None = None,
+    deadline: float = DEADLINE,
+) -> dict[str, Any]:
+    """The plugin scorer's metrics for the attack's ``outputs`` (a trusted ``.npz``), ``truth`` holding each declared
+    field's value per given id (in ``given`` order); ``limits`` None: a sandbox with default limits where one can
+    start, else a process of its own."""
+    given = np.asarray(given, dtype=str)
+    stray = set(truth) - set(decl.scoring.truth)
+    if stray:
+        raise PluginScorerError(f"truth fields {sorted(stray)} were not declared by {decl.name!r}")
+    folder = Path(tempfile.mkdtemp(prefix="leakbed-score-"))
+    try:
+        inputs = folder / "in"
+        inputs.mkdir(mode=0o755)
+        by_id = {f: {str(i): _plain(v) for i, v in zip(given, values, strict=True)} for f, values in truth.items()}
+        request = {"attack": decl.name, "output": output or decl.name, "params": params, "truth": by_id}
+        (inputs / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        shutil.copyfile(outputs, inputs / "outputs.npz")
+        with (inputs / "given.npy").open("wb") as f:
+            np.save(f, given, allow_pickle=False)
+        for p in inputs.iterdir():
+            p.chmod(0o644)
+        raw = _run(inputs, limits, deadline)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return _result(decl.name, raw)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _run(inputs: Path, limits: Limits | None, deadline: float) -> bytes:
+    """The scorer in its sandbox (``limits``, or the defaults), or in a process of its own where none can start."""
+    sandbox = (limits or Limits()) if available() == "" else None
+    try:
+        answer = call_inside("leakbed.workers.inside.score", what="the plugin's scorer", limits=sandbox, inputs=inputs,
+                             deadline=deadline, max_bytes=MAX_RESULT)
+    except NoAnswer as err:
+        raise PluginScorerError(str(err)) from None
+    return answer.data
+
+
+def _result(name: str, raw: bytes) -> dict[str, Any]:
+    try:
+        doc = load_json(raw, max_bytes=MAX_RESULT, max_depth=8, max_items=20_000)
+    except HostileData as err:
+        raise PluginScorerError(f"the plugin's scorer returned no result ({err})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ok"), bool):
+        raise PluginScorerError("the plugin's scorer returned no result")
+    if not doc["ok"]:
+        raise PluginScorerError(quoted(f"the scorer of {name!r}", str(doc.get("error", "")), 300))
+    result = doc.get("result")
+    if not isinstance(result, dict):
+        raise PluginScorerError("the plugin's scorer returned no dict")
+    clean = _clean(result, depth=0)
+    assert isinstance(clean, dict)
+    clean["scored_by"] = "plugin"
+    return clean
+
+
+def _clean(value: Any, depth: int) -> Any:
+    """Numbers, booleans, short texts (as its words) and nesting of them; other keys and values dropped."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return words(value, 300)
+    if depth >= 4:
+        return None
+    if isinstance(value, list):
+        return [_clean(v, depth + 1) for v in value[:1000]]
+    if isinstance(value, dict):
+        return {str(k): _clean(v, depth + 1) for k, v in list(value.items())[:1000] if isinstance(k, str) and _KEY.fullmatch(k)}
+    return None
