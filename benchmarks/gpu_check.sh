@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tail
 "$PY" -c "import os, torch, flwr, ray; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'flwr', flwr.__version__, 'ray', ray.__version__, 'cpus', os.cpu_count())"
 
 step quickstart on CUDA, 0.25 GPU per ClientApp actor, sandbox "$SB"
-timeout "${QS_S:-300}" "$PY" -m leakbed.cli run configs/quickstart.toml --out "$T/qs" --set device=cuda \
+timeout "${QS_S:-300}" "$PY" -m leakbed.cli run quickstart --out "$T/qs" --set device=cuda \
   --set simulation.client_gpus=0.25 --set simulation.client_cpus=2 --set workers.sandbox="$SB" > "$OUT/quickstart.log" 2>&1
 echo "quickstart exit $?"; tail -25 "$OUT/quickstart.log"
 cp "$T/qs/report.md" "$OUT/quickstart-report.md" 2>/dev/null

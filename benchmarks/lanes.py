@@ -1,6 +1,6 @@
 """What one sandbox per attack costs: a whole run's wall time and peak memory, a lane's start, the introspection.
 
-``python -m benchmarks.lanes [--config configs/quickstart.toml] [--set KEY=VALUE ...] [--tree DIR] [--skip-run]``
+``python -m benchmarks.lanes [--config quickstart] [--set KEY=VALUE ...] [--tree DIR] [--skip-run]``
 
 * the run: ``leakbed run`` of the config in a process of its own, its whole process tree sampled
   (``benchmarks.measure.TreeMemory``: summed RSS every 0.2 s, summed PSS every 2 s) and timed; with ``--tree DIR``
@@ -106,7 +106,7 @@ def introspection() -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks.lanes", description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="configs/quickstart.toml", help="the run's config (default: the quickstart)")
+    p.add_argument("--config", default="quickstart", help="the run's config (default: the quickstart)")
     p.add_argument("--set", action="append", default=[], help="an override for the run (repeatable)")
     p.add_argument("--tree", default=str(ROOT), help="the checkout whose leakbed runs (default: this one)")
     p.add_argument("--repeats", type=int, default=3, help="lane starts of each kind (default 3)")

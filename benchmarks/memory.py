@@ -1,6 +1,6 @@
 """Peak memory (PSS) of a whole ``leakbed run``, by kind of process: where a run's gigabytes are.
 
-``python -m benchmarks.memory [--config configs/quickstart.toml --config configs/text-50.toml] [--set KEY=VALUE ...]
+``python -m benchmarks.memory [--config quickstart --config text-50] [--set KEY=VALUE ...]
                               [--interval 2] [--out DIR]``
 
 Each config runs as ``leakbed run CONFIG --set ... --out DIR`` in a process of its own (the product's path: the CLI,
@@ -11,7 +11,7 @@ processes that detached from it (Ray's daemons), found by a mark in their enviro
 splits shared pages (the torch libraries every Python maps, Ray's object store) between the processes that map them,
 so the sums add up to what the machine holds. Per kind it reports the peak of the kind's summed PSS, the largest
 single process and how many processes of that kind were seen; the ServerApp's peak is reported with the round it
-happened in (from the progress file the ServerApp writes). The table for ``configs/text-50.toml`` is written first if
+happened in (from the progress file the ServerApp writes). The table for ``leakbed/configs/text-50.toml`` is written first if
 missing (``benchmarks.text_workload``). Set ``LEAKBED_MEMORY_PROBE=FILE`` to have the ServerApp write its own
 resident size at each step of each round (``server.memory_probe``; ``LEAKBED_TRACEMALLOC=1`` adds tracemalloc's top
 allocation sites). Nothing asserts on the numbers; the last line of stdout is a JSON summary.
@@ -38,7 +38,7 @@ from benchmarks.measure import pss_kib, tree_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "LEAKBED_MEMORY_BENCH"  # in the environment of the run's CLI, inherited by every process it starts
-DEFAULT_CONFIGS = ["configs/quickstart.toml", "configs/text-50.toml"]
+DEFAULT_CONFIGS = ["quickstart", "text-50"]  # built-in configs, by name
 KINDS = (
     "leakbed CLI (launcher)",
     "flwr run (submitter)",
@@ -219,7 +219,7 @@ def numbers(run_dir: Path) -> dict:
 
 def run_one(config: str, sets: list[str], out: Path, interval: float) -> dict:
     """``leakbed run`` of ``config`` into ``out``, sampled; its memory report, wall time and numbers."""
-    if Path(config).name == "text-50.toml":
+    if Path(config).stem == "text-50":
         from benchmarks.text_workload import DEFAULT_OUT, write
 
         if not (ROOT / DEFAULT_OUT).exists():

@@ -31,7 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-CONFIGS = {"synthetic": REPO / "configs" / "reconstruction.toml", "femnist": REPO / "configs" / "femnist-reconstruction.toml"}
+CONFIGS = {
+    "synthetic": REPO / "leakbed/configs/reconstruction.toml",
+    "femnist": REPO / "leakbed/configs/femnist-reconstruction.toml",
+}
 ATTACKS = ("dlg", "inverting-gradients", "feature-inference", "fedavg-inversion")
 UPDATES = 2  # attacked updates per attack and point (the last round's)
 BATCH = 5

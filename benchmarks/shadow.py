@@ -4,7 +4,7 @@
 
 Two workloads, each one round of ``attacks.shadow.shadow_updates`` on the round-1 global model:
 
-* cnn: ``configs/quickstart.toml`` (60 synthetic users, 16x16 RGB, SmallCNN, 1 epoch of batch 16,
+* cnn: ``leakbed/configs/quickstart.toml`` (60 synthetic users, 16x16 RGB, SmallCNN, 1 epoch of batch 16,
   SGD lr 0.1), random prior rule: half of each user's data is the attacker's prior.
 * lstm_lm: ``--lm-users`` users of **synthetic** token data at the seed's LSTM language-model sizes
   (vocabulary 5000, embedding 100, LSTM 64) and the loaders' shape: each user writes posts of
@@ -53,7 +53,7 @@ def _cnn() -> tuple[Any, Any, str]:
     from leakbed.core.records import RoundSnapshot
     from leakbed.core.training import TrainConfig, state_arrays
 
-    cfg = build_config(tomllib.loads((REPO / "configs/quickstart.toml").read_text()), [])
+    cfg = build_config(tomllib.loads((REPO / "leakbed/configs/quickstart.toml").read_text()), [])
     fed = federation(cfg, "random")
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, fed.corpus)
@@ -67,7 +67,7 @@ def _cnn() -> tuple[Any, Any, str]:
     )
     fl = cfg.fl
     train = TrainConfig(fl.local_epochs, fl.batch_size, fl.lr, fl.optimizer, fl.momentum, fl.local_steps)
-    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_config()), "configs/quickstart.toml, random prior"
+    return knowledge, RoundSnapshot(1, state_arrays(model), train.to_config()), "leakbed/configs/quickstart.toml, random prior"
 
 
 def _lm_user(rng: np.random.Generator, windows: int, mean_post: int) -> tuple[np.ndarray, np.ndarray]:

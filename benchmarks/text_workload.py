@@ -1,4 +1,4 @@
-"""The held-out text workload: a local table of 50 authors x 1,000 sentences, for ``configs/text-50.toml``.
+"""The held-out text workload: a local table of 50 authors x 1,000 sentences, for ``leakbed/configs/text-50.toml``.
 
 ``python -m benchmarks.text_workload [--authors 50] [--sentences 1000] [--out runs/data/text-50.jsonl] [--seed 0]``
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_OUT = Path("runs/data/text-50.jsonl")  # where configs/text-50.toml reads it (runs/ is not committed)
+DEFAULT_OUT = Path("runs/data/text-50.jsonl")  # where leakbed/configs/text-50.toml reads it (runs/ is not committed)
 COMMON, TOPICS, TOPIC_WORDS, OWN_WORDS = 300, 24, 150, 40
 SYLLABLES = [c + v for c in "bdfghklmnprstvz" for v in "aeiou"] + ["th" + v for v in "aeiou"] + ["sh" + v for v in "aeiou"]
 

@@ -1,9 +1,9 @@
 """The ServerApp every run uses, wired: the server's main with the referee's judge and the defenses' server halves.
 
 ``server_app`` is what ``flwr run`` loads, in simulation (``leakbed run`` submits its runs this way too) and
-in a deployment; run config keys ``config`` (an experiment TOML), ``set`` (overrides), ``prior`` and
-``out-dir``. It is built here, on top of the rooms, because only the product may hand the server a judge
-that reads the truth and the defenses' server halves. Its main runs the same preflight as the CLI first:
+in a deployment; run config keys ``config`` (an experiment TOML, or a built-in config's name), ``set``
+(overrides), ``prior`` and ``out-dir``. It is built here, on top of the rooms, because only the product may hand
+the server a judge that reads the truth and the defenses' server halves. Its main runs the same preflight as the CLI first:
 a config the run cannot serve is refused in one line (``leakbed: error: ...`` in the run's log), before
 anything is written.
 """
@@ -24,6 +24,7 @@ from leakbed.core.data import DataError
 from leakbed.core.declaration import Declaration
 from leakbed.core.layout import RunLayout
 from leakbed.core.paths import default_run_dir
+from leakbed.package_data import config_file
 from leakbed.preflight import declarations, preflight, resolve
 from leakbed.referee.judge import RunJudge
 from leakbed.referee.seal import TRUTH_FILE
@@ -77,7 +78,7 @@ def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, 
     """The resolved config, the prior to run and the suite's declarations, or ``Refused`` (one line) before anything
     is written."""
     try:
-        cfg = load_config(config or None, split_overrides(overrides))
+        cfg = load_config(config_file(config), split_overrides(overrides))
         rule = prior or cfg.split.priors[0]
         if rule not in cfg.split.priors:
             raise ConfigError(f"prior {rule!r} is not one of split.priors {cfg.split.priors}")

@@ -2,11 +2,12 @@
 
 Compose has no per-replica index, and every SuperNode needs its own ``partition-id`` (its user),
 so the per-device services are written out one by one from the templates in
-``deploy/templates/`` (``__I__`` = index, ``__N__`` = SuperNodes, ``__PORT__`` = the SuperNode's
-runtime port, ``__W__`` = workers). The committed ``docker-compose.yml``, its overlays
-``deploy/compose.tls.yml`` and ``deploy/compose.gpu.yml``, ``deploy/prometheus/prometheus.yml`` and
-the attack workers' seccomp profile ``deploy/seccomp/attack-worker.json`` (``workers.seccomp``) are
-the rendering for the defaults; a test checks they equal a fresh one.
+``leakbed/deploy/templates/`` (``__I__`` = index, ``__N__`` = SuperNodes, ``__PORT__`` = the SuperNode's
+runtime port, ``__W__`` = workers). The committed (and shipped) ``leakbed/deploy/docker-compose.yml``, its
+overlays ``compose.tls.yml`` and ``compose.gpu.yml``, ``prometheus/prometheus.yml`` and the attack workers'
+seccomp profile ``seccomp/attack-worker.json`` (``workers.seccomp``), all in ``leakbed/deploy/``, are the
+rendering for the defaults; a test checks they equal a fresh one. Relative paths in them resolve against that
+folder (compose's project directory), so they work from the installed package as from a checkout.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import yaml
 
+from leakbed.package_data import DEPLOY
 from leakbed.workers.seccomp import oci_profile
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "deploy" / "templates"
+TEMPLATES = DEPLOY / "templates"
 DEFAULT_SUPERNODES = 3
 DEFAULT_WORKERS = 2
 MAX_SUPERNODES = 1000
@@ -28,13 +29,13 @@ RUNTIME_PORT = 9094  # SuperNode i serves its runtime API on RUNTIME_PORT + i
 SERVER_METRICS_PORT = 9400
 WORKER_SOCKETS = "/run/attack-workers"  # in the serverapp container: worker i's socket volume at WORKER_SOCKETS/i
 
-# file name (relative to the repository root) -> what it is
+# file name (relative to leakbed/deploy/) -> what it is
 FILES = {
     "docker-compose.yml": "base",
-    "deploy/compose.tls.yml": "tls",
-    "deploy/compose.gpu.yml": "gpu",
-    "deploy/prometheus/prometheus.yml": "prometheus",
-    "deploy/seccomp/attack-worker.json": "seccomp",
+    "compose.tls.yml": "tls",
+    "compose.gpu.yml": "gpu",
+    "prometheus/prometheus.yml": "prometheus",
+    "seccomp/attack-worker.json": "seccomp",
 }
 
 
@@ -45,13 +46,13 @@ class ComposeError(ValueError):
 def _header(kind: str, supernodes: int, workers: int) -> str:
     what = {
         "base": "SuperLink, ServerApp SuperExec, a SuperNode + ClientApp SuperExec per user, attack workers, Prometheus, Grafana",
-        "tls": "overlay: TLS on the SuperLink (certificates from deploy/certs.sh), SuperNode authentication",
+        "tls": "overlay: TLS on the SuperLink (certificates from leakbed/deploy/certs.sh), SuperNode authentication",
         "gpu": "overlay: the ClientApp SuperExecs on a CUDA image with a GPU reservation",
         "prometheus": "Prometheus scrape config: the ServerApp's /metrics (the attack workers' counted by its pool)",
     }[kind]
     return (
         f"# {what}.\n"
-        f"# Rendered by `leakbed compose --supernodes {supernodes} --workers {workers} --write` from deploy/templates/;\n"
+        f"# Rendered by `leakbed compose --supernodes {supernodes} --workers {workers} --write` from leakbed/deploy/templates/;\n"
         "# edit the templates and re-render rather than editing this file.\n"
     )
 
@@ -69,7 +70,7 @@ def check_counts(supernodes: int, workers: int) -> None:
     if not 1 <= workers <= MAX_WORKERS:
         raise ComposeError(f"--workers {workers}: must be 1..{MAX_WORKERS}")
     if not TEMPLATES.is_dir():
-        raise ComposeError(f"{TEMPLATES}: templates not found (run from a clone of the repository)")
+        raise ComposeError(f"{TEMPLATES}: templates not found (a leakbed installed without its package data)")
 
 
 def _per_device(template: str, supernodes: int, workers: int) -> dict:
@@ -105,7 +106,7 @@ def render_tls(supernodes: int, workers: int) -> dict:
 
 
 def _per_device_secrets(supernodes: int) -> dict:
-    return {f"node-{i}-key": {"file": f"./deploy/certs/node-{i}"} for i in range(supernodes)}
+    return {f"node-{i}-key": {"file": f"./certs/node-{i}"} for i in range(supernodes)}
 
 
 def render_gpu(supernodes: int, workers: int) -> dict:
@@ -133,11 +134,11 @@ def render(kind: str, supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAU
 
 
 def render_all(supernodes: int = DEFAULT_SUPERNODES, workers: int = DEFAULT_WORKERS) -> dict[str, str]:
-    """Every rendered file, keyed by its path relative to the repository root."""
+    """Every rendered file, keyed by its path relative to ``leakbed/deploy/``."""
     return {path: render(kind, supernodes, workers) for path, kind in FILES.items()}
 
 
-def write_all(supernodes: int, workers: int, root: Path = ROOT) -> list[Path]:
+def write_all(supernodes: int, workers: int, root: Path = DEPLOY) -> list[Path]:
     written = []
     for rel, text in render_all(supernodes, workers).items():
         path = root / rel
@@ -164,8 +165,8 @@ def overrides(supernodes: int, workers: int, tls: bool = False) -> list[str]:
     ]
 
 
-def run_config(supernodes: int, workers: int, config: str = "/app/configs/quickstart.toml", tls: bool = False) -> str:
+def run_config(supernodes: int, workers: int, config: str = "quickstart", tls: bool = False) -> str:
     """The ``flwr run --run-config`` value for a rendering (``tls``: with the TLS overlay), escaped
-    to sit inside double quotes in a shell."""
+    to sit inside double quotes in a shell; ``config`` is a built-in config's name or a path in the image."""
     value = f"config='{config}' set='{' '.join(overrides(supernodes, workers, tls))}'"
     return value.replace('"', '\\"')

@@ -1,10 +1,10 @@
 """``leakbed deploy-local``: the deployment topology as local processes, without Docker.
 
-On 127.0.0.1: a SuperLink with TLS (a private CA from ``deploy/certs.sh``) and SuperNode
+On 127.0.0.1: a SuperLink with TLS (a private CA from the shipped ``leakbed/deploy/certs.sh``) and SuperNode
 authentication, one SuperNode per user (its partition-id names the user; its key registered with
 ``flwr supernode register``), ``W`` attack workers (``leakbed attack-worker``, gRPC over TLS with
-the worker certificate of the same CA, sharing the run's store folder), then ``flwr run`` of this
-app once per prior. The ServerApp serves
+the worker certificate of the same CA, sharing the run's store folder), then ``flwr run`` of leakbed's
+app (a minimal app folder naming the installed components, written into ``OUT/app``) once per prior. The ServerApp serves
 Prometheus metrics; the command scrapes them over HTTP while the run goes on and prints the
 round count and each attack's AP from the final scrape. Every process it started is stopped at
 the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
@@ -31,8 +31,8 @@ from leakbed.core.config import ExperimentConfig, dump_config
 from leakbed.core.layout import RunLayout
 from leakbed.core.processes import ProcessGroup, free_ports
 from leakbed.launcher import ProcessLauncher
+from leakbed.package_data import DEPLOY
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "leakbed-local"
 
 
@@ -195,11 +195,12 @@ def deploy_local(
     )
     config_path = out / "experiment.toml"
     config_path.write_text(dump_config(run_cfg))
+    app = flower.write_app(out / "app")
 
     dep = Deployment(out, env)
     results: dict[str, dict] = {}
     try:
-        dep.run("certs", ["bash", str(REPO_ROOT / "deploy" / "certs.sh"), str(certs), str(supernodes)], 120)
+        dep.run("certs", ["bash", str(DEPLOY / "certs.sh"), str(certs), str(supernodes)], 120)
         dep.start(
             "superlink",
             [
@@ -246,7 +247,7 @@ def deploy_local(
         say(f"{supernodes} SuperNodes registered and started; {workers} attack workers (mutual TLS) on ports {ports.workers}")
         url = f"http://127.0.0.1:{ports.metrics}/metrics"
         for prior in cfg.split.priors:
-            results[prior] = _run_prior(dep, bin_dir, config_path, run_dir, prior, url, timeout, say)
+            results[prior] = _run_prior(dep, bin_dir, app, config_path, run_dir, prior, url, timeout, say)
         say(f"report: {run_dir / 'report.md'}")
     finally:
         dep.stop()
@@ -254,12 +255,12 @@ def deploy_local(
 
 
 def _run_prior(
-    dep: Deployment, bin_dir: Path, config_path: Path, run_dir: Path, prior: str, url: str, timeout: float, say
+    dep: Deployment, bin_dir: Path, app: Path, config_path: Path, run_dir: Path, prior: str, url: str, timeout: float, say
 ) -> dict:
     """One ``flwr run``; polls /metrics until the run is finished and returns the final values."""
     run_config = flower.run_config({"config": str(config_path), "out-dir": str(run_dir), "prior": prior})
     flwr = dep.start(
-        f"flwr-run-{prior}", [str(bin_dir / "flwr"), "run", str(REPO_ROOT), CONNECTION, "--stream", "--run-config", run_config]
+        f"flwr-run-{prior}", [str(bin_dir / "flwr"), "run", str(app), CONNECTION, "--stream", "--run-config", run_config]
     )
     deadline, last_round, final = time.monotonic() + timeout, -1.0, None
     while time.monotonic() < deadline:

@@ -3,7 +3,7 @@
 The compose files are plain compose-spec; what differs between engines is only how the compose
 binary reaches one. Docker needs nothing. Podman needs its API socket (``podman system service``),
 which this module starts when it is not running, and, on machines without a containers.conf of
-their own, leakbed's (``deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits, and the
+their own, leakbed's (``leakbed/deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits, and the
 attack workers' seccomp profile by its absolute path, which Podman 4.3 cannot take through compose),
 pointed at through ``CONTAINERS_CONF`` so a user's own configuration is never overwritten.
 """
@@ -26,10 +26,10 @@ from pathlib import Path
 import psutil
 
 from leakbed import console
+from leakbed.package_data import DEPLOY
 
-ROOT = Path(__file__).resolve().parents[1]
-PODMAN_CONF = ROOT / "deploy" / "podman" / "containers.conf"
-SECCOMP_PROFILE = ROOT / "deploy" / "seccomp" / "attack-worker.json"
+PODMAN_CONF = DEPLOY / "podman" / "containers.conf"
+SECCOMP_PROFILE = DEPLOY / "seccomp" / "attack-worker.json"
 SOCKET_WAIT_S = 30.0
 
 
@@ -249,7 +249,7 @@ def _podman() -> Engine | None:
         return None
     env = podman_conf_env()
     if subprocess.run([cli, "info"], env={**os.environ, **env}, capture_output=True, check=False).returncode != 0:
-        raise EngineError("podman is installed but `podman info` fails (see ../shared/notes or deploy/podman/containers.conf)")
+        raise EngineError(f"podman is installed but `podman info` fails (see {PODMAN_CONF})")
     compose = compose_binary()
     if compose is None:
         pip = console.script("pip")

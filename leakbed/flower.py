@@ -1,5 +1,6 @@
 """Flower's plumbing, once for every launcher (simulation, deploy-local, compose): the environment Flower's processes
-run with, a Flower home's ``config.toml`` (written with ``tomli_w``), the quoting of ``--run-config`` and
+run with, the Flower app they submit (a folder of one ``pyproject.toml`` naming the installed components), a Flower
+home's ``config.toml`` (written with ``tomli_w``), the quoting of ``--run-config`` and
 ``--federation-config`` values, the console scripts of this environment, and the one wait-until loop.
 """
 
@@ -21,6 +22,36 @@ FLOWER_ENV = {
     "PYTHONUNBUFFERED": "1",
     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # Ray's FutureWarning about GPU visibility when a run asks for none
 }
+
+
+# The Flower app every launcher submits with ``flwr run``: leakbed's ServerApp and ClientApp, imported from the
+# installed package (so the FAB is this one file, and no checkout is needed), with the run config keys the
+# ServerApp reads.
+APP_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "leakbed-run"
+version = "1.0.0"
+description = "leakbed's ServerApp and ClientApp (installed), as leakbed run submits them"
+license = "Apache-2.0"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "leakbed"
+
+[tool.flwr.app.components]
+serverapp = "{server_app}"
+clientapp = "leakbed.client.app:app"
+
+[tool.flwr.app.config]
+config = ""
+set = ""
+prior = ""
+out-dir = ""
+"""
 
 
 class NotReady(TimeoutError):
@@ -62,6 +93,14 @@ def write_home(home: Path, connection: str, address: str, *, root_certificates: 
     path = home / "config.toml"
     path.write_text(tomli_w.dumps({"superlink": {"default": connection, connection: entry}}), encoding="utf-8")
     return path
+
+
+def write_app(folder: Path, server_app: str = "leakbed.apps:server_app") -> Path:
+    """A minimal Flower app folder for ``flwr run`` (its ``pyproject.toml`` names the installed components); returns
+    ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(APP_PYPROJECT.replace("{server_app}", server_app), encoding="utf-8")
+    return folder
 
 
 def toml_string(value: str) -> str:

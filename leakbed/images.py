@@ -4,10 +4,10 @@
 ``flwr/supernode``, ``prom/prometheus`` and ``grafana/grafana``. ``local``: where no container
 registry is reachable, a Debian bookworm root file system (debootstrap, Debian's mirror) becomes
 ``localhost/leakbed-debian``, Flower's three entry points are pip-installed on it
-(``deploy/base/flwr.Dockerfile``) and Prometheus comes from Debian's package; there is no Grafana.
+(``leakbed/deploy/base/flwr.Dockerfile``) and Prometheus comes from Debian's package; there is no Grafana.
 Every build passes an optional CA bundle as the build secret ``ca`` so pip works behind a
 TLS-inspecting proxy, and the dependency layer depends on ``pyproject.toml`` alone, so a code
-change rebuilds only the layers after it (see ``deploy/docker/app.Dockerfile``).
+change rebuilds only the layers after it (see ``leakbed/deploy/docker/app.Dockerfile``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from leakbed.engine import Engine, EngineError, machine_lock
+from leakbed.package_data import DEPLOY
 
 ROOT = Path(__file__).resolve().parents[1]
 FLWR_VERSION = "1.42.0"
@@ -114,11 +115,11 @@ def _build(engine: Engine, dockerfile: Path, context: Path, tag: str, args: dict
     engine.run(*argv, str(context), capture=quiet)
 
 
-PLUGIN_WHEELS = ROOT / "deploy" / "plugins"
+PLUGIN_WHEELS = DEPLOY / "plugins"
 
 
 def plugin_wheels(plugins: Sequence[Path]) -> list[Path]:
-    """A wheel of each plugin package (a folder with its own pyproject.toml) in ``deploy/plugins``, where the app
+    """A wheel of each plugin package (a folder with its own pyproject.toml) in ``leakbed/deploy/plugins``, where the app
     image installs them after leakbed; the wheels of an earlier build are removed first. EngineError (one line)
     for a folder that is no package or does not build."""
     for old in PLUGIN_WHEELS.glob("*.whl"):
@@ -153,7 +154,7 @@ def build(
 
 def _build_all(engine: Engine, images: Images, gpu: bool, quiet: bool, say: Callable[[str], None]) -> dict[str, float]:
     local = images.base == "local"
-    base_dir, docker_dir = ROOT / "deploy" / "base", ROOT / "deploy" / "docker"
+    base_dir, docker_dir = DEPLOY / "base", DEPLOY / "docker"
     # (tag, Dockerfile, context, build args); PyTorch's index is a registry too: offline, PyPI's (CUDA) torch runs on CPU
     steps: list[tuple[str, Path, Path, dict[str, str]]] = []
     if local:

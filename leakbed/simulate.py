@@ -40,33 +40,6 @@ log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3  # a run that left no results (Ray failed to start) is started again, at most twice
 SUPERLINK_START_TIMEOUT = 120.0  # seconds for the SuperLink's HTTP API to answer
-# The Flower app ``flwr run`` submits: leakbed's ServerApp and ClientApp, imported from the installed packages
-# (so the FAB is this one file), with the run config keys the ServerApp reads.
-APP_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "leakbed-run"
-version = "1.0.0"
-description = "leakbed's ServerApp and ClientApp (installed), as leakbed run submits them"
-license = "Apache-2.0"
-dependencies = []
-
-[tool.flwr.app]
-publisher = "leakbed"
-
-[tool.flwr.app.components]
-serverapp = "{server_app}"
-clientapp = "leakbed.client.app:app"
-
-[tool.flwr.app.config]
-config = ""
-set = ""
-prior = ""
-out-dir = ""
-"""
 Progress = Callable[[int, dict[str, float]], None]
 # every port a Ray head would take by default (its dashboard's too, though the dashboard is off): a free one each;
 # its workers bind random ports (0: no fixed range)
@@ -109,9 +82,7 @@ class SimulationLink(ProcessLauncher):
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="leakbed-flwr-"))
-        self.app = self.home / "app"
-        self.app.mkdir()
-        (self.app / "pyproject.toml").write_text(APP_PYPROJECT.replace("{server_app}", server_app), encoding="utf-8")
+        self.app = flower.write_app(self.home / "app", server_app)
         tmp = self.home / "tmp"
         tmp.mkdir()
         self.port = free_port()

@@ -1,10 +1,11 @@
 """`leakbed compose up` / `down`: the whole testbed as containers, on whichever engine is present.
 
 The rendering for N SuperNodes and W workers (``leakbed.compose``) is written to a work folder
-(``.leakbed/compose/<project>/``, never over the committed files), with the images chosen by
-``leakbed.images`` (official, or built from Debian packages), and started with the compose binary
-against Docker or Podman's Docker API (``leakbed.engine``). Relative paths in the files resolve
-against the repository root (``--project-directory``), as in the committed ``docker-compose.yml``.
+(``$LEAKBED_HOME/.leakbed/compose/<project>/``, LEAKBED_HOME defaulting to the current folder; never over the
+shipped files), with the images chosen by ``leakbed.images`` (official, or built from Debian packages), and
+started with the compose binary against Docker or Podman's Docker API (``leakbed.engine``). Relative paths in
+the files resolve against the installed package's ``leakbed/deploy/`` (``--project-directory``), as in the
+shipped ``docker-compose.yml``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import yaml
 
 from leakbed import compose, flower, images
 from leakbed.engine import SECCOMP_PROFILE, Engine, EngineError
+from leakbed.package_data import DEPLOY
 
-ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / ".leakbed" / "compose"
+WORK = Path(os.environ.get("LEAKBED_HOME", ".")) / ".leakbed" / "compose"
 CONNECTION = "leakbed-compose"
 APP_SERVICES = ("serverapp", "clientapp-", "attack-worker-", "register-supernodes")
 CERT_UID = 49999  # the images' user: it must read the certificates and keys mounted as secrets
@@ -46,7 +47,7 @@ class Stack:
 
     @property
     def folder(self) -> Path:
-        return WORK / self.project
+        return (WORK / self.project).absolute()  # compose resolves a relative path against DEPLOY
 
     @property
     def files(self) -> list[Path]:
@@ -69,10 +70,16 @@ class Stack:
         }
 
     def compose_args(self) -> list[str]:
-        args = ["-p", self.project, "--project-directory", str(ROOT)]
+        args = ["-p", self.project, "--project-directory", str(DEPLOY)]
         for f in self.files:
             args += ["-f", str(f)]
         return args
+
+
+def app() -> Path:
+    """leakbed's Flower app for ``flwr run`` on a stack: one ``pyproject.toml`` naming the components the images have
+    installed (``flower.write_app``), in the work folder (absolute)."""
+    return flower.write_app((WORK / "app").absolute())
 
 
 def _use_images(services: dict, chosen: images.Images) -> None:
@@ -99,7 +106,7 @@ def _certs_paths(doc: dict, certs: Path) -> None:
         secret["file"] = str(certs / Path(secret["file"]).name)
     for svc in doc["services"].values():
         if "volumes" in svc:
-            svc["volumes"] = [v.replace("./deploy/certs:", f"{certs}:") for v in svc["volumes"]]
+            svc["volumes"] = [v.replace("./certs:", f"{certs}:") for v in svc["volumes"]]
 
 
 def _engine_seccomp(services: dict) -> None:
@@ -146,14 +153,14 @@ def make_certs(stack: Stack) -> None:
     """The TLS overlay's CA, SuperLink, worker and SuperNode keys, readable by the images' user."""
     env = {**os.environ, "LEAKBED_CERT_WORKERS": str(max(stack.workers, 1))}
     out = subprocess.run(
-        ["bash", str(ROOT / "deploy/certs.sh"), str(stack.certs), str(stack.supernodes)],
+        ["bash", str(DEPLOY / "certs.sh"), str(stack.certs), str(stack.supernodes)],
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
     if out.returncode != 0:
-        raise EngineError(f"deploy/certs.sh: {out.stderr.strip().splitlines()[-1:]}")
+        raise EngineError(f"certs.sh: {out.stderr.strip().splitlines()[-1:]}")
     if os.geteuid() == 0:
         for path in [stack.certs, *stack.certs.iterdir()]:
             os.chown(path, CERT_UID, CERT_UID)

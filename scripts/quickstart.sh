@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/leakbed run configs/quickstart.toml "$@"
+exec .venv/bin/leakbed run quickstart "$@"

@@ -67,7 +67,7 @@ Engine = Annotated[
 ]  # fmt: skip
 SuperNodes = Annotated[int, typer.Option(min=1, max=MAX_SUPERNODES, help="SuperNodes = users, one per partition-id [count]")]
 File = Annotated[str, choice(FILES, "render: which file to print [name]")]
-Write = Annotated[bool, flag("--write", "render: write every file into the repository instead of printing one [flag]")]
+Write = Annotated[bool, flag("--write", "render: write every file into leakbed/deploy/ instead of printing one [flag]")]
 
 
 def compose(
@@ -109,10 +109,12 @@ def compose(
 
 def run_hint(supernodes: int, workers: int, tls: bool, connection: str = "leakbed-compose", home: Path | None = None) -> str:
     """The ``flwr run`` of the quickstart on a rendered deployment, as a command that works typed here: this
-    environment's ``flwr``, the repository (the Flower app) as a path from here; ``home``: the FLWR_HOME to use."""
-    from leakbed.compose import ROOT, run_config
+    environment's ``flwr``, leakbed's Flower app (a folder naming the installed components, written by
+    ``stack.app``) as a path from here; ``home``: the FLWR_HOME to use."""
+    from leakbed.compose import run_config
+    from leakbed.stack import app
 
-    words = f'{console.script("flwr")} run {console.command(console.shown_path(ROOT))} {connection} --stream'
+    words = f'{console.script("flwr")} run {console.command(console.shown_path(app()))} {connection} --stream'
     env = f"FLWR_HOME={console.command(console.shown_path(home))} " if home else ""
     return f'{env}{words} --run-config "{run_config(supernodes, workers, tls=tls)}"'
 
@@ -129,7 +131,7 @@ def _render(file: str, supernodes: int, workers: int, write: bool) -> int:
     except ComposeError as err:
         return console.fail(str(err))
     if write:  # both deployments written: the TLS overlay's run also names the workers' CA
-        console.say(f"with deploy/compose.tls.yml: {run_hint(supernodes, workers, tls=True)}")
+        console.say(f"with compose.tls.yml: {run_hint(supernodes, workers, tls=True)}")
     console.say(f"start a run: {run_hint(supernodes, workers, tls=file == 'tls' and not write)}")
     return 0
 

@@ -11,6 +11,7 @@ from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, Out, Sets, Workers
 from leakbed.core.config import ConfigError, load_config
+from leakbed.package_data import config_file
 
 
 def deploy_local(
@@ -28,7 +29,7 @@ def deploy_local(
     from leakbed.deploy_local import DeployError, deploy_local
 
     try:
-        cfg = load_config(config, set_ or [])
+        cfg = load_config(config_file(config), set_ or [])
         folder = experiment.out_dir(cfg, out)
         cfg = experiment.preflight(cfg)
         users = len(federation(cfg, cfg.split.priors[0]).user_ids)

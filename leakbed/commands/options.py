@@ -26,12 +26,18 @@ def choice(values: Sequence[str], help: str) -> OptionInfo:
 
 
 # an experiment config or a finished run
-Config = Annotated[str | None, typer.Argument(help="experiment TOML; none: the built-in defaults [path]", show_default=False)]
+Config = Annotated[
+    str | None,
+    typer.Argument(
+        help="experiment TOML, or a built-in config by name (`leakbed init --list`); none: the built-in defaults [path]",
+        show_default=False,
+    ),
+]
 SweepConfig = Annotated[
     str | None,
     typer.Argument(
-        help="experiment TOML, or a sweep file ([sweep] with config, set, [[sweep.grid]]); none: the built-in "
-        "defaults [path]",
+        help="experiment TOML, or a sweep file ([sweep] with config, set, [[sweep.grid]]), or a built-in one by name "
+        "(`leakbed init --list`); none: the built-in defaults [path]",
         show_default=False,
     ),
 ]

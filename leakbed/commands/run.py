@@ -10,6 +10,7 @@ from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, Out, RayAddress, RunDir, Sets
 from leakbed.core.config import ConfigError, dump_config, load_config
+from leakbed.package_data import config_file
 
 RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gradients"]'
 
@@ -18,7 +19,7 @@ def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: 
     from leakbed.core.data import DataError
 
     try:
-        cfg = load_config(config, [*(set_ or []), *experiment.ray_set(ray_address)])
+        cfg = load_config(config_file(config), [*(set_ or []), *experiment.ray_set(ray_address)])
         run_dir = experiment.out_dir(cfg, out)
         cfg = experiment.preflight(cfg)
     except (ConfigError, DataError, ValueError) as err:
@@ -51,7 +52,7 @@ def validate(config: Config = None, set_: Sets = None) -> int:
     from leakbed.core.data import DataError
 
     try:
-        cfg = experiment.preflight(load_config(config, set_ or []))
+        cfg = experiment.preflight(load_config(config_file(config), set_ or []))
     except (ConfigError, DataError, ValueError) as err:
         return console.fail(str(err))
     print(dump_config(cfg), end="")

@@ -13,6 +13,7 @@ from leakbed.commands import experiment
 from leakbed.commands.options import Config, RayAddress, ResumableOut, Sets, SweepConfig
 from leakbed.core.config import ConfigError, load_config
 from leakbed.core.paths import default_run_dir
+from leakbed.package_data import config_file
 
 Grid = Annotated[
     list[str] | None,
@@ -51,7 +52,8 @@ def sweep(
     )
 
     try:
-        base, sets, grids = read_sweep_file(config) if is_sweep_file(config) else (read_tree(config), [], [])
+        path = config_file(config)
+        base, sets, grids = read_sweep_file(path) if is_sweep_file(path) else (read_tree(path), [], [])
         if not grids and not grid:
             raise ConfigError("sweep: give --grid KEY=V1,V2,... or a sweep file with [[sweep.grid]] entries")
         points = grid_points(base, [*sets, *(set_ or []), *experiment.ray_set(ray_address)], parse_grid(grid or []), grids)
@@ -86,7 +88,7 @@ def open_world_sweep(
 
     try:
         shares = parse_seen(seen)
-        cfg = sweep_config(load_config(config, set_ or []), prior)
+        cfg = sweep_config(load_config(config_file(config), set_ or []), prior)
         folder = Path(out) if out else default_run_dir(cfg.name + "-open-world")
         if folder.exists() and any(folder.iterdir()) and not (folder / "run").is_dir():
             raise ConfigError(f"--out {folder}: folder exists, is not empty and is not an open-world sweep")

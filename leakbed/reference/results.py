@@ -80,7 +80,7 @@ SUITE_FIELDS = {  # what the further-attacks table shows of each attack's scores
 
 
 def summarize_suite(run_dir: Path, command: str) -> dict:
-    """Seed 001's further re-identification attacks of a finished run (``configs/suite-reid.toml`` and its kin),
+    """Seed 001's further re-identification attacks of a finished run (``leakbed/configs/suite-reid.toml`` and its kin),
     per prior: open world, matching, cross-modal, profile, attributes."""
     priors: dict[str, dict] = {}
     users = 0
@@ -121,7 +121,7 @@ def _metadata_row(metrics: dict, label: str) -> dict:
 
 
 def summarize_metadata(folder: Path, command: str, label: str) -> dict:
-    """The metadata and linkage attacks of a finished run (``configs/metadata.toml`` and its kin), per prior, or of
+    """The metadata and linkage attacks of a finished run (``leakbed/configs/metadata.toml`` and its kin), per prior, or of
     every point of a finished sweep (``sweep.json`` beside them): the metadata-only, best weight attacker and fused
     re-identification, linkage pair AP by view and the grouping's ARI, one-example and intersection
     re-identification, all × chance; the global model's final utility."""
@@ -166,7 +166,7 @@ def summarize_property(run_dir: Path, command: str, label: str) -> dict:
 
 
 def summarize_participant(run_dir: Path, command: str, label: str | None = None) -> dict:
-    """The adversarial participant's active property attack of a finished run (``configs/active-property.toml``):
+    """The adversarial participant's active property attack of a finished run (``leakbed/configs/active-property.toml``):
     its α, the rounds it observed and how many held the property, ROC AUC and mean scores with and without.
     ``label`` names the run in its table (a column shown only when some summary of the table has one)."""
     rows = []
@@ -178,7 +178,7 @@ def summarize_participant(run_dir: Path, command: str, label: str | None = None)
 
 
 def summarize_membership(run_dir: Path, command: str, label: str) -> dict:
-    """The embedding-layer membership attack of a finished run (``configs/membership.toml``): records per update,
+    """The embedding-layer membership attack of a finished run (``leakbed/configs/membership.toml``): records per update,
     precision and recall on as many hold-out records as members."""
     rows = []
     for path in sorted(run_dir.glob("*/metrics.json")):

@@ -15,7 +15,7 @@ adds, in MiB of PSS (shared pages split between the processes that map them, so 
   ``core.batched_training``) beside ``workers.count`` fitting lanes, each reading every shadow and anonymous update.
 
 The constants were measured (``python -m benchmarks.memory``, peak PSS per kind of process, benchmarks/README.md)
-on the quickstart (60 synthetic users, a small CNN) and on ``configs/text-50.toml`` (50 authors x 1,000 sentences,
+on the quickstart (60 synthetic users, a small CNN) and on ``leakbed/configs/text-50.toml`` (50 authors x 1,000 sentences,
 the seeds' LSTM language model); the estimate of either is within 20 % of its measured peak, on the high side.
 ``check_memory`` refuses (ConfigError, one line) a run whose estimate exceeds the memory the machine has available,
 naming the settings that lower its largest parts. It models the simulation (``leakbed run``); a process that a

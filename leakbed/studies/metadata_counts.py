@@ -1,7 +1,8 @@
 """What the example count alone gives away, without training (issue 12): the count-only scores of the
 ``metadata`` attack on the counts the devices of a config would report, scored like the closed world.
 
-    .venv/bin/python -m studies.metadata_counts configs/metadata.toml [--set KEY=VALUE ...] [--report exact|bucket|constant]
+    .venv/bin/python -m leakbed.studies.metadata_counts leakbed/configs/metadata.toml [--set KEY=VALUE ...] \
+        [--report exact|bucket|constant]
 
 It builds the config's federation and prior split exactly as a run does, samples C·K devices a round
 as the curious strategy does (a seeded draw here, not the run's node sampling), lets each report its

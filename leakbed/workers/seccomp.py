@@ -3,7 +3,7 @@
 One deny-list, two renderings. Locally it is built with libseccomp (the library behind Podman's and
 Docker's filters, through ``pyseccomp``'s ctypes binding) and exported as the classic-BPF program
 ``bwrap --seccomp FD`` loads just before it runs the worker; for containers it is written as an OCI
-seccomp profile (``oci_profile``, ``deploy/seccomp/attack-worker.json``) that the engine compiles
+seccomp profile (``oci_profile``, ``leakbed/deploy/seccomp/attack-worker.json``) that the engine compiles
 with the same library. Default allow, then deny: a worker runs PyTorch, scikit-learn and gRPC, whose
 needs are broad, while the ways out are few and named below. Calls of another architecture's ABI
 (i386 ``int 0x80``, x32) are killed by libseccomp's bad-architecture action.

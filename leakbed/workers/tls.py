@@ -1,7 +1,7 @@
 """Mutual TLS between the pool and remote attack workers: each side proves it holds a certificate of the run's CA.
 
 A remote worker serves only clients that present a certificate the CA signed (the ServerApp's pool,
-``deploy/certs.sh``'s ``pool`` certificate), so nobody else can submit tasks to it or read from it;
+``leakbed/deploy/certs.sh``'s ``pool`` certificate), so nobody else can submit tasks to it or read from it;
 the pool verifies the worker's certificate against the same CA.
 """
 

@@ -118,7 +118,7 @@ def test_classifier_tells_aggregates_with_a_property_batch_and_not_with_shuffled
     neg = _pool(model, data, prop, 0.0, 24, rng, tcfg)
     x, y = synthetic_aggregates(pos, neg[:12], 4, 200, rng)
     null, _ = synthetic_aggregates([], neg[12:], 4, 40, rng, label=0)
-    # held out: other updates, the property batch all marked (as the target's in configs/active-property.toml)
+    # held out: other updates, the property batch all marked (as the target's in leakbed/configs/active-property.toml)
     test_pos = _pool(model, data, prop, 1.0, 8, rng, tcfg)
     qx, qy = synthetic_aggregates(test_pos, neg[12:], 4, 40, rng)
     for classifier in ("forest", "logistic"):

@@ -1,4 +1,5 @@
-"""docker-compose.yml and its overlays: rendered for N SuperNodes, valid for the compose binary and the compose spec."""
+"""leakbed/deploy/docker-compose.yml and its overlays: rendered for N SuperNodes, valid for the compose binary and the
+compose spec."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import yaml
 
 from leakbed import compose
 from leakbed.cli import main as cli_main
-from tests.deploy.tools import REPO, check_jsonschema, compose_binary, run
+from tests.deploy.tools import DEPLOY, check_jsonschema, compose_binary, run
 
 OVERLAYS = {
     "base": [],
-    "tls": ["deploy/compose.tls.yml"],
-    "gpu": ["deploy/compose.gpu.yml"],
-    "tls+gpu": ["deploy/compose.tls.yml", "deploy/compose.gpu.yml"],
+    "tls": ["compose.tls.yml"],
+    "gpu": ["compose.gpu.yml"],
+    "tls+gpu": ["compose.tls.yml", "compose.gpu.yml"],
 }
 
 
@@ -43,7 +44,7 @@ def _flag(command: list[str], flag: str) -> str:
 
 def test_committed_files_are_the_default_rendering() -> None:
     for rel, text in compose.render_all().items():
-        assert (REPO / rel).read_text() == text, f"{rel} differs from `leakbed compose --write`: re-render it"
+        assert (DEPLOY / rel).read_text() == text, f"leakbed/deploy/{rel} differs from `leakbed compose --write`: re-render it"
 
 
 def test_rendering_has_one_supernode_and_clientapp_per_user() -> None:
@@ -80,7 +81,7 @@ def test_attack_workers_are_hardened_without_a_network_and_share_their_socket_wi
     for i, w in enumerate(("attack-worker-0", "attack-worker-1")):
         svc = services[w]
         assert svc["user"] == "49999:49999" and svc["cap_drop"] == ["ALL"] and svc["network_mode"] == "none"
-        opts = ["no-new-privileges:true", "seccomp=./deploy/seccomp/attack-worker.json", "systempaths=unconfined"]
+        opts = ["no-new-privileges:true", "seccomp=./seccomp/attack-worker.json", "systempaths=unconfined"]
         assert svc["security_opt"] == opts
         assert svc["read_only"] is True and svc["tmpfs"] == ["/tmp:size=1g,mode=1777"] and svc["pids_limit"] == 1024
         assert svc["volumes"] == ["leakbed-store:/attack-store:ro", f"{w}-socket:/run/leakbed"]
@@ -90,7 +91,7 @@ def test_attack_workers_are_hardened_without_a_network_and_share_their_socket_wi
         assert doc["volumes"][f"{w}-socket"]["driver_opts"] == socket_volume
         mounting = sorted(n for n, s in services.items() if any(v.startswith(f"{w}-socket:") for v in s.get("volumes", [])))
         assert mounting == [w, "serverapp"] and f"{w}-socket:{compose.WORKER_SOCKETS}/{i}" in services["serverapp"]["volumes"]
-    profile = json.loads((REPO / "deploy/seccomp/attack-worker.json").read_text())
+    profile = json.loads((DEPLOY / "seccomp/attack-worker.json").read_text())
     assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
     denied = set(profile["syscalls"][0]["names"])
     assert {"ptrace", "bpf", "keyctl", "init_module", "io_uring_setup"} <= denied  # still refused to the gateway
@@ -104,7 +105,7 @@ def test_overlays_cover_every_device() -> None:
         assert "--insecure" not in node["command"]
         assert _flag(node["command"], "--node-config") == f"partition-id={i} num-partitions=4"
         assert {"source": f"node-{i}-key", "target": "node.key"} in node["secrets"]
-        assert tls["secrets"][f"node-{i}-key"]["file"] == f"./deploy/certs/node-{i}"
+        assert tls["secrets"][f"node-{i}-key"]["file"] == f"./certs/node-{i}"
     assert tls["services"]["register-supernodes"]["environment"]["LEAKBED_SUPERNODES"] == "4"
     base = yaml.safe_load(compose.render("base", supernodes=4, workers=2))["services"]
     assert not any(w.startswith("attack-worker-") for w in tls["services"])  # no network: nothing to encrypt
@@ -138,15 +139,15 @@ def test_cli_renders_and_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.parametrize("combo", list(OVERLAYS))
 def test_compose_config_accepts_every_combination(combo: str) -> None:
-    out = run([compose_binary(), *_files(REPO, OVERLAYS[combo]), "config", "-q"])
+    out = run([compose_binary(), *_files(DEPLOY, OVERLAYS[combo]), "config", "-q"])
     assert out.returncode == 0, f"docker-compose config -q ({combo}): {out.stderr}"
 
 
 def test_merged_models_are_what_each_overlay_promises() -> None:
     n = compose.DEFAULT_SUPERNODES
-    base = _resolved(REPO, [])
+    base = _resolved(DEPLOY, [])
     assert all("--insecure" in base["services"][f"supernode-{i}"]["command"] for i in range(n))
-    both = _resolved(REPO, OVERLAYS["tls+gpu"])["services"]
+    both = _resolved(DEPLOY, OVERLAYS["tls+gpu"])["services"]
     link = both["superlink"]["command"]
     assert "--insecure" not in link and "--enable-supernode-auth" in link and "--ssl-certfile" in link
     for i in range(n):
@@ -154,7 +155,7 @@ def test_merged_models_are_what_each_overlay_promises() -> None:
         assert "--insecure" not in node["command"] and "--auth-supernode-private-key" in node["command"]
         assert node["depends_on"]["register-supernodes"]["condition"] == "service_completed_successfully"
         app = both[f"clientapp-{i}"]
-        assert app["build"]["dockerfile"] == "deploy/docker/app-cuda.Dockerfile"
+        assert app["image"].startswith("localhost/leakbed-app-cuda:") and "build" not in app
         devices = app["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     assert "--root-certificates" in both["serverapp"]["command"]
@@ -166,9 +167,8 @@ def test_merged_models_are_what_each_overlay_promises() -> None:
 
 
 def test_a_fresh_rendering_for_other_counts_validates(tmp_path: Path) -> None:
-    for rel in ("deploy/docker", "deploy/grafana", "deploy/tls"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).symlink_to(REPO / rel)
+    for rel in ("docker", "grafana", "tls"):
+        (tmp_path / rel).symlink_to(DEPLOY / rel)
     compose.write_all(supernodes=7, workers=4, root=tmp_path)
     services = _resolved(tmp_path, OVERLAYS["tls+gpu"])["services"]
     assert sum(s.startswith("supernode-") for s in services) == 7
@@ -184,7 +184,7 @@ def test_compose_config_rejects_a_broken_file(tmp_path: Path) -> None:
 
 
 def test_compose_files_match_the_compose_spec_schema() -> None:
-    files = [str(REPO / "docker-compose.yml"), *(str(REPO / o) for o in OVERLAYS["tls+gpu"])]
+    files = [str(DEPLOY / "docker-compose.yml"), *(str(DEPLOY / o) for o in OVERLAYS["tls+gpu"])]
     out = run([check_jsonschema(), "--builtin-schema", "vendor.compose-spec", *files])
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -202,5 +202,5 @@ def test_printed_run_config_is_a_valid_experiment() -> None:
     assert cfg.telemetry.hold_seconds > 5  # longer than Prometheus' scrape interval: the final values get scraped
     assert not cfg.workers.tls_root_cert  # Unix sockets: no TLS
     assert load_config(None, compose.overrides(4, 3, tls=True)) == cfg
-    scrape = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
+    scrape = yaml.safe_load((DEPLOY / "prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
     assert int(scrape.rstrip("s")) < cfg.telemetry.hold_seconds

@@ -29,9 +29,10 @@ from leakbed import compose, images, stack
 from leakbed.attacks.breakout import PROBES
 from leakbed.core.config import load_config
 from leakbed.engine import Engine, EngineError, find_engine
+from leakbed.package_data import config_file
 from leakbed.simulate import simulate
 from tests.deploy.test_dashboard import dashboard, panels, substitute
-from tests.deploy.tools import REPO, missing
+from tests.deploy.tools import missing
 from tests.integration.procs import VENV_BIN, flower_env, free_ports
 from tests.redteam.hostfacts import abstract_unix_sockets, host_addresses, listening_tcp_ports
 
@@ -49,7 +50,7 @@ SMALL = [
     "attack.params.mlp.epochs=60",
     'defenses=[{name="hide-bias",users=["user0"]}]',  # (tests/plugins), installed in the app image
 ]
-CONFIG = "configs/quickstart.toml"
+CONFIG = "quickstart"  # a built-in config, by name: the image has only the installed package
 # The faults run also feeds every dashboard panel: metadata (and its fusions), linkage, and one
 # reconstruction attack (per-sample accuracy; one local step of batch 8, a property per example).
 EVERY_PANEL = [
@@ -100,8 +101,8 @@ def submit(engine: Engine, s: stack.Stack, name: str, *extra: str, timeout: floa
     """``flwr run`` as the user would (the printed run config plus this test's small run); returns
     (when it returned, its output)."""
     overrides = [*SMALL, *compose.overrides(SUPERNODES, WORKERS, s.tls), f"telemetry.hold_seconds={HOLD_S}", *extra]
-    value = f"config='/app/{CONFIG}' set='{' '.join(overrides)}' out-dir='/data/runs/{name}' prior='random'"
-    cmd = [str(VENV_BIN / "flwr"), "run", str(REPO), stack.CONNECTION, "--stream", "--run-config", value]
+    value = f"config='{CONFIG}' set='{' '.join(overrides)}' out-dir='/data/runs/{name}' prior='random'"
+    cmd = [str(VENV_BIN / "flwr"), "run", str(stack.app()), stack.CONNECTION, "--stream", "--run-config", value]
     out = subprocess.run(cmd, env=flower_env(s.flwr_home), capture_output=True, text=True, timeout=timeout, check=False)
     text = out.stdout + out.stderr
     assert out.returncode == 0 and "Successfully started run" in text, text[-4000:] + logs(engine, s)
@@ -145,7 +146,7 @@ def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Sta
     assert deployed["attack_side"]["remote_workers"] is True, deployed["attack_side"]
 
     # the same config and seed in the Ray simulation (without the deployment's overrides: workers' addresses, telemetry)
-    cfg = load_config(REPO / CONFIG, [*SMALL, f"data.synthetic.users={SUPERNODES}"])
+    cfg = load_config(config_file(CONFIG), [*SMALL, f"data.synthetic.users={SUPERNODES}"])
     simulated = simulate(cfg, "random", tmp_path / "sim")
     for attacker, m in simulated["attackers"].items():
         d = deployed["attackers"][attacker]

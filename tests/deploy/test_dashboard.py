@@ -11,11 +11,11 @@ import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
 from leakbed.core import telemetry
-from tests.deploy.tools import REPO
+from tests.deploy.tools import DEPLOY
 
-DASHBOARD = REPO / "deploy/grafana/dashboards/leakbed.json"
-DATASOURCES = REPO / "deploy/grafana/provisioning/datasources/prometheus.yml"
-PROVIDERS = REPO / "deploy/grafana/provisioning/dashboards/leakbed.yml"
+DASHBOARD = DEPLOY / "grafana/dashboards/leakbed.json"
+DATASOURCES = DEPLOY / "grafana/provisioning/datasources/prometheus.yml"
+PROVIDERS = DEPLOY / "grafana/provisioning/dashboards/leakbed.yml"
 # What Grafana substitutes before a query reaches Prometheus.
 GRAFANA_VARS = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
 
@@ -156,8 +156,8 @@ def test_provisioning_points_at_the_compose_services() -> None:
     source = yaml.safe_load(DATASOURCES.read_text())["datasources"][0]
     assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
     provider = yaml.safe_load(PROVIDERS.read_text())["providers"][0]
-    base = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    base = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
     mounts = {v.split(":")[1]: v.split(":")[0] for v in base["grafana"]["volumes"] if v.startswith("./")}
-    assert mounts[provider["options"]["path"]] == "./deploy/grafana/dashboards"
-    assert mounts["/etc/grafana/provisioning"] == "./deploy/grafana/provisioning"
+    assert mounts[provider["options"]["path"]] == "./grafana/dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
     assert any(p.endswith(":9090") for p in base["prometheus"]["ports"])

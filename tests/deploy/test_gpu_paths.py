@@ -47,6 +47,6 @@ def test_gpu_overlay_runs_clients_on_the_cuda_image() -> None:
     gpu = yaml.safe_load(compose.render("gpu", supernodes=2, workers=1))["services"]
     for name, svc in gpu.items():
         assert name.startswith("clientapp-")
-        assert svc["build"]["dockerfile"] == "deploy/docker/app-cuda.Dockerfile"
+        assert svc["image"].startswith("localhost/leakbed-app-cuda:") and "build" not in svc  # `leakbed compose build --gpu`
         (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]

@@ -1,4 +1,4 @@
-"""deploy/prometheus/prometheus.yml: valid for promtool, scraping exactly the exporters the compose file runs."""
+"""leakbed/deploy/prometheus/prometheus.yml: valid for promtool, scraping exactly the exporters the compose file runs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import yaml
 
 from leakbed import compose
-from tests.deploy.tools import REPO, promtool, run
+from tests.deploy.tools import DEPLOY, promtool, run
 
-CONFIG = REPO / "deploy/prometheus/prometheus.yml"
+CONFIG = DEPLOY / "prometheus/prometheus.yml"
 
 
 def test_promtool_accepts_the_config() -> None:
@@ -32,7 +32,7 @@ def test_targets_are_the_compose_exporters() -> None:
     """Prometheus scrapes the ServerApp only: the attack workers are on an internal network it does not join,
     and their task metrics come from the pool's counts."""
     doc = yaml.safe_load(CONFIG.read_text())
-    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    services = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
     assert [j["job_name"] for j in doc["scrape_configs"]] == ["leakbed-server", "prometheus"]
     assert targets(doc, "leakbed-server") == [f"serverapp:{compose.SERVER_METRICS_PORT}"]
     assert str(compose.SERVER_METRICS_PORT) in services["serverapp"]["expose"]

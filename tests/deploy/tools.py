@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "leakbed" / "deploy"  # the deployment's files, shipped in the package
 VENV_BIN = Path(sys.executable).parent
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 

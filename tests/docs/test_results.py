@@ -58,7 +58,7 @@ def test_the_metadata_table_says_what_the_metadata_page_says() -> None:
     assert rows["metadata-iid"]["weights"] < 2  # the weights are near chance on the IID control
     assert all(r["linkage"]["w"] > 10 for r in rows.values())  # linkage from Δw needs no prior
     text = results.render("metadata,metadata-iid,metadata-equal")
-    assert text.count(".venv/bin/leakbed run configs/metadata.toml") == 3 and text.count("(40 users, 160 updates)") == 3
+    assert text.count(".venv/bin/leakbed run metadata") == 3 and text.count("(40 users, 160 updates)") == 3
 
 
 def test_the_property_table_says_what_its_page_says() -> None:

@@ -1,8 +1,9 @@
 """Run a tutorial's commands as a reader would: every fenced block that a ``<!-- run -->`` comment
-precedes, in order, in one working folder where ``.venv``, ``configs`` and ``examples`` are the
-repository's. ``<!-- small: ARGS -->`` appends ARGS to every ``leakbed run``/``sweep``/``deploy-local``
-line, so the tutorial's own commands run at a small scale. A test may also ``replace`` literal text in the
-blocks (ports and folders of its own where the page names the usual ones) and add to their environment."""
+precedes, in order, in one working folder where ``.venv``, ``examples`` and ``scripts`` are the
+repository's (built-in configs are named, not read from the checkout). ``<!-- small: ARGS -->`` appends ARGS to
+every ``leakbed run``/``sweep``/``deploy-local`` line, so the tutorial's own commands run at a small scale. A test
+may also ``replace`` literal text in the blocks (ports and folders of its own where the page names the usual ones)
+and add to their environment."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.conftest import REPO
 BLOCK = re.compile(r"<!-- run -->\s*\n```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)\n```", re.S)
 SMALL = re.compile(r"<!-- small: (?P<args>.*?) -->")
 SCALED = re.compile(r"^(?P<cmd>\S*leakbed (?:run|sweep|deploy-local)\b.*?)(?P<cont>\\?)$")
-LINKED = (".venv", "configs", "examples", "scripts")
+LINKED = (".venv", "examples", "scripts")
 # The example plugin is installed once per machine by the ``example_plugin`` fixture (under its lock: a second
 # install would uninstall it under the feet of tests running beside); the tutorial's install line checks it is there.
 INSTALLED = {".venv/bin/pip install examples/leakbed-example-plugin": ".venv/bin/pip show -q leakbed-example-plugin"}

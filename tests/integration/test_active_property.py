@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("active")
     cfg = load_config(
-        REPO / "configs" / "active-property.toml",
+        REPO / "leakbed/configs/active-property.toml",
         [
             "fl.rounds=8",
             "data.property_plan.onset_round=5",
@@ -61,7 +61,7 @@ def test_an_unknown_adversary_stops_before_anything_starts(tmp_path, capsys):
     code = main(
         [
             "run",
-            str(REPO / "configs" / "active-property.toml"),
+            str(REPO / "leakbed/configs/active-property.toml"),
             "--set",
             "adversary.users=['user9']",
             "--out",

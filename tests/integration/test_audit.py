@@ -1,5 +1,5 @@
 """The empirical privacy audit in a live run (the real ServerApp, ClientApps in Ray, the attack lanes): DP-FedAvg
-at clip 0.5 and z = 1.0 as configs/audit.toml has it, at a smaller scale (8 users, every device every round, 4
+at clip 0.5 and z = 1.0 as leakbed/configs/audit.toml has it, at a smaller scale (8 users, every device every round, 4
 rounds, 64 candidate canaries). The audit must land in metrics.json, the report, the console's table and the
 Prometheus exposition; its lower bound must stay below the accountant's ε; the canaries must not reach the attacks
 (the pool tapped exactly the real devices' replies) nor be counted as users."""

@@ -20,7 +20,7 @@ from tests.integration.test_fidelity import SMALL
 pytestmark = pytest.mark.slow
 
 
-TRAINED = ["fl.local_epochs=5", "fl.lr=0.05"]  # as configs/sweep-synthetic.toml
+TRAINED = ["fl.local_epochs=5", "fl.lr=0.05"]  # as leakbed/configs/sweep-synthetic.toml
 
 
 def _run(tmp, name, *defense):

@@ -1,4 +1,4 @@
-"""A small version of the FEMNIST experiment (configs/femnist.toml) on real writers from ../shared/data."""
+"""A small version of the FEMNIST experiment (leakbed/configs/femnist.toml) on real writers from ../shared/data."""
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ def femnist_run(tmp_path_factory):
     if not (SHARED_DATA / "femnist").is_dir():
         pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
-        REPO / "configs" / "femnist.toml",
+        REPO / "leakbed/configs/femnist.toml",
         [
             f"data.path='{SHARED_DATA / 'femnist'}'",
             "data.max_users=24",

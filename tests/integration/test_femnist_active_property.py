@@ -19,7 +19,7 @@ def _attack(tmp_path, aux_source: str, alpha: float = 0.2) -> dict:
     if not (SHARED_DATA / "femnist").is_dir():
         pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
-        REPO / "configs" / "femnist-active-property.toml",
+        REPO / "leakbed/configs/femnist-active-property.toml",
         [
             f"data.path='{SHARED_DATA / 'femnist'}'",
             "fl.rounds=12",

@@ -18,7 +18,7 @@ def test_bold_batches_are_told_from_updates(tmp_path):
     if not (SHARED_DATA / "femnist").is_dir():
         pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
-        REPO / "configs" / "femnist-property.toml",
+        REPO / "leakbed/configs/femnist-property.toml",
         [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "fl.rounds=12", "workers.count=1"],
     )
     run = simulate(cfg, "random", tmp_path)

@@ -25,7 +25,7 @@ def test_one_sample_fedsgd_updates_are_read_exactly_in_a_real_run(tmp_path):
         "attack.params.dlg.steps=5",
         "attack.params.inverting-gradients.steps=100",
     ]
-    code = main(["feature-inference", str(REPO / "configs" / "reconstruction.toml"), *[a for s in sets for a in ("--set", s)],
+    code = main(["feature-inference", str(REPO / "leakbed/configs/reconstruction.toml"), *[a for s in sets for a in ("--set", s)],
                  "--out", str(out)])  # fmt: skip
     assert code == 0
     suite = json.loads((out / "random" / "metrics.json").read_text())["suite"]

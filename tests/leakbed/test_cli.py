@@ -16,7 +16,6 @@ import pytest
 from leakbed import cli, console
 from leakbed.commands import compose as compose_command
 from leakbed.commands import experiment, sandbox
-from tests.conftest import REPO
 
 # every command and its arguments (<positional>) and options, as the argparse CLI had them
 TREE = {
@@ -195,34 +194,40 @@ def _works(words: list[str], cwd: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_printed_flwr_run_works_as_printed(capsys, monkeypatch) -> None:
-    """``leakbed compose`` prints ``flwr run``: this environment's flwr (no activated venv needed) and the
-    repository as the app folder, from where the user ran leakbed."""
-    monkeypatch.chdir(REPO)
+def test_the_printed_flwr_run_works_as_printed(capsys, monkeypatch, tmp_path) -> None:
+    """``leakbed compose`` prints ``flwr run``: this environment's flwr (no activated venv needed) and leakbed's Flower
+    app folder (written by leakbed, naming the installed components: no checkout needed), from where the user ran
+    leakbed."""
+    from leakbed import stack
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stack, "WORK", Path(".leakbed/compose"))
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as a shell without the venv activated
     assert cli.main(["compose", "--supernodes", "2", "--workers", "1"]) == 0
     lines = capsys.readouterr().err.splitlines()
     words = _printed(lines, "start a run: ")
-    assert words[1:4] == ["run", ".", "leakbed-compose"] and words[0].endswith("/flwr")
-    _works(words, REPO)
+    assert words[1:4] == ["run", ".leakbed/compose/app", "leakbed-compose"] and words[0].endswith("/flwr")
+    app = (tmp_path / words[2] / "pyproject.toml").read_text()
+    assert 'serverapp = "leakbed.apps:server_app"' in app and 'clientapp = "leakbed.client.app:app"' in app
+    _works(words, tmp_path)
 
 
 def test_compose_up_prints_commands_that_work_as_printed(capsys, monkeypatch, tmp_path) -> None:
     from leakbed import stack
     from leakbed.engine import Engine, compose_binary
 
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(stack, "WORK", REPO / ".leakbed" / "compose")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stack, "WORK", tmp_path / ".leakbed" / "compose")
     shipped = compose_binary()
     engine = Engine("podman", "podman", shipped or ("docker", "compose"), {"DOCKER_HOST": "unix:///run/x.sock"})
     the_stack = stack.Stack("proj", 2, 1, False)
     compose_command._started(engine, the_stack)
     lines = capsys.readouterr().err.splitlines()
     run = _printed(lines, "start a run:  ")
-    assert run[1:4] == ["run", ".", "leakbed-compose"]
+    assert run[1:4] == ["run", ".leakbed/compose/app", "leakbed-compose"]
     assert lines[1].startswith("start a run:  FLWR_HOME=.leakbed/compose/proj/flwr ")
-    _works(run, REPO)
-    _works(_printed(lines, "stop and remove everything: ")[:1], REPO)
+    _works(run, tmp_path)
+    _works(_printed(lines, "stop and remove everything: ")[:1], tmp_path)
     copy = _printed(lines, "the run folder: ")
     assert copy[-5:] == ["-p", "proj", "cp", "serverapp:/data/runs", "./runs/compose"]
     assert copy[:-5] == [console.shown_path(shipped[0])] if shipped else ["docker", "compose"]

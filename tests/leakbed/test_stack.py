@@ -53,7 +53,7 @@ def test_the_rendered_files_are_valid_compose(work: Path) -> None:
         s, _ = _render(images.LOCAL, tls=tls)
         files = [a for f in s.files for a in ("-f", str(f))]
         out = subprocess.run(
-            [compose_binary(), "-p", s.project, "--project-directory", str(stack.ROOT), *files, "config", "-q"],
+            [compose_binary(), "-p", s.project, "--project-directory", str(stack.DEPLOY), *files, "config", "-q"],
             capture_output=True,
             text=True,
             env={**os.environ, **s.env()},

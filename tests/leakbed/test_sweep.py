@@ -95,7 +95,7 @@ def test_several_labelled_grids_share_one_baseline_and_sweep():
 
 
 def test_the_shipped_sweep_files_hold_the_seeds_grids():
-    base, sets, grids = read_sweep_file(REPO / "configs" / "sweep-synthetic.toml")
+    base, sets, grids = read_sweep_file(REPO / "leakbed/configs/sweep-synthetic.toml")
     points = grid_points(base, sets, None, grids)
     labels = {g.label: [v for _, vs in g.axes for v in vs] for g in grids}
     assert labels["bkg-repl"] == [0.25, 0.5, 0.75, 1.0] and labels["noise"] == [1e-2, 1e-1, 1.0, 1e1, 1e2]
@@ -103,7 +103,7 @@ def test_the_shipped_sweep_files_hold_the_seeds_grids():
     assert {"selective", "local-dp", "dropout", "batching"} <= set(labels)
     assert len(points) == 1 + sum(len(v) for v in labels.values())
     assert points[BASELINE].data.synthetic.users == 24 and points[BASELINE].split.priors == ["random"]
-    fem_base, fem_sets, fem_grids = read_sweep_file(REPO / "configs" / "sweep-femnist.toml")
+    fem_base, fem_sets, fem_grids = read_sweep_file(REPO / "leakbed/configs/sweep-femnist.toml")
     assert fem_base["data"]["source"] == "leaf" and len(grid_points(fem_base, fem_sets, None, fem_grids)) > 10
 
 

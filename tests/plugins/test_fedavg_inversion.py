@@ -44,7 +44,7 @@ def test_the_schedule_is_the_devices_batching(n: int, b: int, e: int, s: int) ->
 @pytest.fixture(scope="module")
 def writer() -> tuple:
     """One FEMNIST writer's first 10 private images, the attacker's prior images, and a fresh CNN."""
-    cfg = load_config(REPO / "configs" / "femnist-reconstruction.toml", [f"data.path='{FEMNIST}'"])
+    cfg = load_config(REPO / "leakbed/configs/femnist-reconstruction.toml", [f"data.path='{FEMNIST}'"])
     fed = federation(cfg, "random")
     users = list(fed.splits)
     data = fed.splits[users[0]].private.take(np.arange(10))
@@ -128,7 +128,7 @@ def test_a_real_run_attacks_fedavg_updates_in_the_sandbox_and_the_referee_scores
         f"data.path='{FEMNIST}'", "data.max_users=4", "fl.rounds=1", "workers.sandbox='on'",
         "attack.params.fedavg-inversion.updates_per_round=1", "attack.params.fedavg-inversion.iterations=300",
     ]  # fmt: skip
-    cmd = [str(VENV_BIN / "leakbed"), "run", str(REPO / "configs" / "femnist-fedavg-inversion.toml"), "--out", str(out)]
+    cmd = [str(VENV_BIN / "leakbed"), "run", str(REPO / "leakbed/configs/femnist-fedavg-inversion.toml"), "--out", str(out)]
     for s in sets:
         cmd += ["--set", s]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO)

@@ -72,7 +72,7 @@ def _scored(found: dict, store: UpdateStore, truth: dict, users: int, rounds: in
 def test_every_probe_recovers_owners_or_rounds_from_the_old_layout(tmp_path):
     store, knowledge, truth, run = _old_layout(tmp_path)
     # the old worker inherited the server's environment and could read its command line under /proc
-    texts = [f"leakbed run configs/quickstart.toml --out {run}", "LEAKBED_HOME=/nonexistent"]
+    texts = [f"leakbed run quickstart --out {run}", "LEAKBED_HOME=/nonexistent"]
     found = probe(store, knowledge, cwd=store.root, texts=texts)
     assert set(found) == PROBES
     m = _scored(found, store, truth, users=4, rounds=2)

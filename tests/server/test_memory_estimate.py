@@ -27,7 +27,7 @@ def _parts(cfg):
 
 
 def test_the_quickstart_fits_a_laptop():
-    cfg, fed, decls = _parts(load_config(REPO / "configs" / "quickstart.toml"))
+    cfg, fed, decls = _parts(load_config(REPO / "leakbed/configs/quickstart.toml"))
     est = check_memory(cfg, fed, decls, available=8 * GIB, cpus=2)
     assert est is not None
     # measured (benchmarks/README.md, 2 CPUs): 3.5 GiB of PSS at the run's peak; the estimate errs on the high side

@@ -1,5 +1,5 @@
 """Mutual TLS between the pool and a remote attack worker (``workers.tls``): a worker serves only a pool holding a
-certificate of the run's CA (``deploy/certs.sh``'s ``pool``), and the pool trusts only a worker the CA signed. A pool
+certificate of the run's CA (``leakbed/deploy/certs.sh``'s ``pool``), and the pool trusts only a worker the CA signed. A pool
 with the run's certificate runs its lanes through the worker; a plaintext client, one without a certificate, one with
 another CA's certificate and one trusting another CA reach nothing. Missing files are refused before a run."""
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {av
 
 
 def _certs(out: Path) -> Path:
-    made = subprocess.run(["bash", str(REPO / "deploy" / "certs.sh"), str(out), "0"], capture_output=True, text=True,
+    made = subprocess.run(["bash", str(REPO / "leakbed" / "deploy" / "certs.sh"), str(out), "0"], capture_output=True, text=True,
                           timeout=120)
     assert made.returncode == 0, made.stderr
     return out
