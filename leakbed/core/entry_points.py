@@ -1,12 +1,16 @@
 """Plugins by name: the objects published under a Python entry-point group, found the same way for built-in and
 third-party packages. Core knows the groups' mechanics only; what a plugin must be is its registry's business
-(``attacks.registry``, ``defenses.registry``)."""
+(``attacks.registry``, ``defenses.registry``).
+
+A name selects a plugin; ``distribution:name`` selects the one a given distribution publishes. Two distributions
+publishing one name are refused only when that name is selected bare (naming both, and how to select either):
+another package cannot stop runs that do not use the name.
+"""
 
 from __future__ import annotations
 
-import importlib.util
-from importlib.metadata import entry_points
-from pathlib import Path
+import re
+from importlib.metadata import EntryPoint, entry_points
 
 from pydantic import BaseModel
 
@@ -15,47 +19,77 @@ class PluginError(ValueError):
     """A plugin that cannot be found or loaded, or declares itself wrongly (one line)."""
 
 
+def normalized(name: str) -> str:
+    """A distribution's name as packaging compares it (PEP 503): ``Leakbed_Hostile`` -> ``leakbed-hostile``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distribution_of(ep: EntryPoint) -> str:
+    """The (normalized) name of the distribution that publishes ``ep`` ('?' when its metadata is gone)."""
+    return normalized(ep.dist.metadata["Name"] or "?") if ep.dist is not None else "?"
+
+
+def split(selector: str) -> tuple[str, str]:
+    """``distribution:name`` -> (distribution, name); a bare name -> ('', name)."""
+    dist, _, name = selector.rpartition(":")
+    return normalized(dist), name
+
+
 def published(group: str) -> list[str]:
     """Every name published under ``group`` (nothing is imported)."""
     return sorted({ep.name for ep in entry_points(group=group)})
 
 
-def package_dirs(group: str) -> list[Path]:
-    """Where the top-level packages publishing under ``group`` live (found without importing them): what a sandbox
-    must mount for a plugin installed in development mode (``pip install -e``) outside the Python install."""
-    dirs: set[Path] = set()
+def candidates(group: str, selector: str) -> list[EntryPoint]:
+    """The entry points ``selector`` may mean: every publication of its name (by its distribution when qualified), a
+    distribution found twice on ``sys.path`` counted once."""
+    dist, name = split(selector)
+    found: dict[tuple[str, str], EntryPoint] = {}
     for ep in entry_points(group=group):
-        spec = importlib.util.find_spec(ep.value.split(":")[0].split(".")[0])
-        if spec is None:
-            continue
-        dirs.update(Path(p) for p in spec.submodule_search_locations or ([spec.origin] if spec.origin else []))
-    return sorted(dirs)
+        if ep.name == name and (not dist or distribution_of(ep) == dist):
+            found.setdefault((distribution_of(ep), ep.value), ep)
+    return [found[k] for k in sorted(found)]
+
+
+def select(group: str, selector: str, kind: str) -> EntryPoint:
+    """The one entry point ``selector`` names; PluginError (one line) when none does, or when a bare name is published
+    by several distributions (naming each, and how to select it)."""
+    found = candidates(group, selector)
+    if not found:
+        dist, name = split(selector)
+        where = f" by distribution {dist!r}" if dist else ""
+        raise PluginError(f"unknown {kind} {name!r}{where}; known: {', '.join(published(group))}")
+    if len(found) > 1:
+        name = split(selector)[1]
+        each = ", ".join(f"{distribution_of(ep)} ({ep.value})" for ep in found)
+        pick = " or ".join(repr(f"{distribution_of(ep)}:{name}") for ep in found)
+        times = "twice" if len(found) == 2 else f"{len(found)} times"
+        raise PluginError(f"{kind} {name!r} is published {times}: by {each}; select one as {pick}")
+    return found[0]
 
 
 def load(group: str, name: str, kind: str) -> object:
-    """The object published as ``name`` under ``group`` (``kind``: "attack", "defense", for the messages)."""
-    found = [ep for ep in entry_points(group=group) if ep.name == name]
-    if not found:
-        raise PluginError(f"unknown {kind} {name!r}; known: {', '.join(published(group))}")
-    if len({ep.value for ep in found}) > 1:
-        raise PluginError(f"{kind} {name!r} is published twice: {', '.join(sorted({ep.value for ep in found}))}")
+    """The object published as ``name`` (or ``distribution:name``) under ``group`` (``kind``: "attack", "defense", for
+    the messages)."""
+    ep = select(group, name, kind)
     try:
-        return found[0].load()
+        return ep.load()
     except Exception as err:  # a third-party module that fails to import: name it, in one line
-        raise PluginError(f"{kind} {name!r} ({found[0].value}) failed to load: {type(err).__name__}: {err}") from None
+        raise PluginError(f"{kind} {split(name)[1]!r} ({ep.value}) failed to load: {type(err).__name__}: {err}") from None
 
 
 def load_declared(group: str, name: str, kind: str, base: type) -> type:
-    """The class published as ``name``, checked to be what its registry expects: a subclass of ``base`` (the
-    contract, named ``leakbed.plugin.<base>`` in the message), declaring that ``name``, with a pydantic ``params``
-    model."""
+    """The class published as ``name`` (or ``distribution:name``), checked to be what its registry expects: a subclass
+    of ``base`` (the contract, named ``leakbed.plugin.<base>`` in the message), declaring that name, with a pydantic
+    ``params`` model."""
     cls = load(group, name, kind)
+    bare = split(name)[1]
     where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
     if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise PluginError(f"{kind} {name!r} ({where}) is not a subclass of leakbed.plugin.{base.__name__}")
-    if getattr(cls, "name", None) != name:
-        raise PluginError(f"{kind} {name!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
+        raise PluginError(f"{kind} {bare!r} ({where}) is not a subclass of leakbed.plugin.{base.__name__}")
+    if getattr(cls, "name", None) != bare:
+        raise PluginError(f"{kind} {bare!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
     params = getattr(cls, "params", None)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
-        raise PluginError(f"{kind} {name!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
+        raise PluginError(f"{kind} {bare!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")
     return cls

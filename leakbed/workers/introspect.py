@@ -1,13 +1,16 @@
 """Attack plugins as trusted code knows them: declarations from a sandboxed introspection, cached per distribution.
 
 Trusted processes never import an attack module. To learn what an attack declares, a sandbox like a lane's (no
-store, no network, ``workers.inside.introspect``) imports it and writes its declaration as JSON to a pipe; this side
-reads at most ``MAX_JSON`` bytes before a deadline and checks each declaration with leakbed's own model
-(``core.declaration.Declaration``). Declarations are cached per installed distribution: its name, version and a
-hash of its content (its files as installed, and the source folders of a development install), together with
-leakbed's own attack-side code, which every declaration passes through. A changed plugin is introspected again.
-Where no sandbox can start (``workers.sandbox = 'off'``, or 'auto' without bubblewrap) the introspection still runs
-in a process of its own, never in the trusted one; with remote attack workers it runs on their hosts.
+store, no network, ``workers.inside.introspect``) imports it from its distribution's staged copy
+(``workers.staging``) and writes its declaration as JSON to a pipe; this side reads at most ``MAX_JSON`` bytes
+before a deadline and checks each declaration with leakbed's own model (``core.declaration.Declaration``). An entry
+point whose module is not among its distribution's own files (a module of another distribution, or a link the
+staging left out) is refused before anything is imported. Declarations are cached per installed distribution: its
+name, version and the hash of its staged files, together with leakbed's own staged attack side, which every
+declaration passes through. A changed plugin is introspected again. Where no sandbox can start, a third-party
+plugin is refused (``workers.sandbox = 'off'`` runs it unconfined, and the report says so) and leakbed's own
+attacks are introspected in a process of their own, never in the trusted one; with remote attack workers it runs
+on their hosts.
 """
 
 from __future__ import annotations
@@ -19,31 +22,39 @@ import os
 import sys
 import time
 from collections.abc import Iterable
-from importlib.metadata import Distribution, EntryPoint, entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from leakbed.core.config import WorkersConfig
 from leakbed.core.declaration import Declaration
-from leakbed.core.entry_points import PluginError, package_dirs
+from leakbed.core.entry_points import PluginError, candidates, distribution_of, select, split
 from leakbed.workers.hostile import HostileData, load_json, words
 from leakbed.workers.one_shot import NoAnswer, call_inside
-from leakbed.workers.sandbox import Limits, code_paths
+from leakbed.workers.sandbox import Limits
+from leakbed.workers.staging import BUILTIN, Staged, StagingError, cache_root, stage, stage_leakbed
 
 GROUP = "leakbed.attacks"
 MAX_JSON = 4 << 20  # bytes: the declarations of one distribution
 DEADLINE = 300.0  # [s] importing a distribution's attacks (torch, sklearn...) on a loaded machine
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
+INSTALL = ("install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
+           "or set workers.sandbox = \"off\" to run it unconfined (the report then says so)")  # fmt: skip
 
 
 def published() -> dict[str, EntryPoint]:
-    """Every attack published under ``leakbed.attacks`` by name (nothing is imported)."""
-    found: dict[str, EntryPoint] = {}
+    """Every attack published under ``leakbed.attacks`` by name; a name several distributions publish appears once
+    per distribution, as ``distribution:name`` (nothing is imported)."""
+    by_name: dict[str, dict[str, EntryPoint]] = {}
     for ep in entry_points(group=GROUP):
-        if ep.name in found and found[ep.name].value != ep.value:
-            raise PluginError(f"attack {ep.name!r} is published twice: {found[ep.name].value}, {ep.value}")
-        found[ep.name] = ep
+        by_name.setdefault(ep.name, {}).setdefault(distribution_of(ep), ep)
+    found: dict[str, EntryPoint] = {}
+    for name, eps in by_name.items():
+        if len(eps) == 1:
+            found[name] = next(iter(eps.values()))
+        else:
+            found.update({f"{dist}:{name}": ep for dist, ep in eps.items()})
     return found
 
 
@@ -56,86 +67,109 @@ def unknown(name: str, known: Iterable[str]) -> PluginError:
 
 
 def cache_dir() -> Path:
-    xdg = os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))
-    return Path(os.environ.get("LEAKBED_CACHE") or os.path.join(xdg, "leakbed")) / "declarations"
+    return cache_root() / "declarations"
 
 
-def _hash_files(h: hashlib._Hash, paths: Iterable[Path]) -> None:
-    """Hash every file under ``paths`` (sorted; links are not followed: a link's target path is hashed instead)."""
-    for top in sorted(set(paths)):
-        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-        for f in files:
-            h.update(str(f).encode() + b"\0")
-            h.update(os.readlink(f).encode() if f.is_symlink() else f.read_bytes())
+def staged_code(ep: EntryPoint) -> Staged:
+    """The staged copy of the distribution publishing ``ep`` (leakbed's own attack side for a built-in)."""
+    try:
+        return stage_leakbed() if distribution_of(ep) == BUILTIN else stage(ep.dist)  # type: ignore[arg-type]
+    except StagingError as err:
+        raise PluginError(f"attack {ep.name!r} ({ep.value}): {err}") from None
 
 
-def content_key(dist: Distribution | None, group_eps: list[EntryPoint]) -> str:
-    """A distribution's cache key: name, version, its installed files' record, its source folders' contents (a
-    development install), and leakbed's attack-side code."""
+def foreign_module(ep: EntryPoint, staged: Staged) -> str:
+    """Why ``ep`` cannot be loaded from its distribution's staged files ('' when it can)."""
+    module = ep.value.split(":")[0].strip()
+    if staged.provides(module):
+        return ""
+    path = module.replace(".", "/")
+    left = [s for s in staged.skipped if s.startswith((f"{path}.", f"{path}/", f"{path}:"))]
+    why = f" ({left[0]})" if left else ""
+    return f"its module {module!r} is not among the files of distribution {staged.name!r}{why}"
+
+
+def content_key(staged: Staged, group_eps: list[EntryPoint], leakbed: Staged | None = None) -> str:
+    """A distribution's cache key: its staged copy's key (name, version, the hash of its files), its entry points, and
+    leakbed's own staged attack side."""
     h = hashlib.sha256(CACHE_VERSION.encode())
-    if dist is not None:
-        h.update(f"{dist.name}\0{dist.version}\0".encode())
-        record = dist.read_text("RECORD") or ""
-        h.update(record.encode())
+    h.update(f"{staged.name}\0{staged.version}\0{staged.key}\0".encode())
     h.update(json.dumps(sorted((ep.name, ep.value) for ep in group_eps)).encode())
-    tops = {ep.value.split(":")[0].split(".")[0] for ep in group_eps}
-    _hash_files(h, [*package_dirs_of(tops), *code_paths()])
+    h.update((leakbed or stage_leakbed()).key.encode())
     return h.hexdigest()[:32]
-
-
-def package_dirs_of(modules: set[str]) -> list[Path]:
-    """Where the top-level modules live (found without importing them)."""
-    dirs = [p for p in package_dirs(GROUP) if p.name in modules or p.stem in modules]
-    return [p for p in dirs if p.exists()]
 
 
 class Introspector:
     """Declarations of attacks by name, through a sandbox on this host (``limits``; None: a plain subprocess) or a
-    remote attack worker (``remote``: a ``workers.hosts.RemoteHost``)."""
+    remote attack worker (``remote``: a ``workers.hosts.RemoteHost``). ``unconfined``: why no sandbox can start here
+    where the run wanted one (``workers.sandbox = 'auto'``): a third-party attack is then refused, in one line."""
 
-    def __init__(self, limits: Limits | None, remote: object | None = None, cache: Path | None = None) -> None:
+    def __init__(self, limits: Limits | None, remote: object | None = None, cache: Path | None = None,
+                 unconfined: str = "") -> None:  # fmt: skip
         self.limits = limits
         self.remote = remote
         self.cache = cache or cache_dir()
+        self.unconfined = unconfined
         self.seconds = 0.0  # spent introspecting (cache misses)
         self.misses = 0
 
     def declarations(self, names: Iterable[str]) -> dict[str, Declaration]:
-        """Each named attack's declaration; PluginError (one line) for an unknown one or one that fails to load."""
+        """Each named attack's declaration (a name, or ``distribution:name``); PluginError (one line) for an unknown
+        one, a name several distributions publish, one that fails to load or whose module is not its own."""
         names = list(dict.fromkeys(names))
-        eps = published()
+        chosen: dict[str, EntryPoint] = {}
         for name in names:
-            if name not in eps:
-                raise unknown(name, eps)
+            if not candidates(GROUP, name):
+                dist, bare = split(name)
+                if dist:
+                    raise PluginError(f"unknown attack {bare!r} by distribution {dist!r}")
+                raise unknown(bare, {split(n)[1] for n in published()})
+            chosen[name] = select(GROUP, name, "attack")
+        for name, ep in chosen.items():
+            if self.unconfined and distribution_of(ep) != BUILTIN:
+                raise PluginError(f"attack {split(name)[1]!r} comes from the third-party distribution {distribution_of(ep)!r} "
+                                  f"and no sandbox can start here ({self.unconfined}): {INSTALL}")
         by_dist: dict[str, list[str]] = {}
         for name in names:
-            by_dist.setdefault(_dist_name(eps[name]), []).append(name)
+            by_dist.setdefault(distribution_of(chosen[name]), []).append(name)
         out: dict[str, Declaration] = {}
         for dist_name, wanted in by_dist.items():
-            out |= self._distribution(dist_name, wanted, eps)
+            out |= self._distribution(dist_name, {n: chosen[n] for n in wanted})
         return {n: out[n] for n in names}
 
-    def _distribution(self, dist_name: str, wanted: list[str], eps: dict[str, EntryPoint]) -> dict[str, Declaration]:
-        members = sorted(n for n, ep in eps.items() if _dist_name(ep) == dist_name)
-        dist = eps[wanted[0]].dist
-        key = content_key(dist, [eps[n] for n in members])
+    def _distribution(self, dist_name: str, wanted: dict[str, EntryPoint]) -> dict[str, Declaration]:
+        """The declarations of ``wanted`` (selector -> entry point), all published by ``dist_name``: its members are
+        introspected together, each by the name that selects it inside (``distribution:name`` where the bare name is
+        not unique), and cached together."""
+        first = next(iter(wanted.values()))
+        members = {ep.name: ep for ep in entry_points(group=GROUP) if distribution_of(ep) == dist_name}
+        staged = staged_code(first)
+        refused = {n: why for n, ep in members.items() if (why := foreign_module(ep, staged))}
+        inside = {n: n if len(candidates(GROUP, n)) == 1 else f"{dist_name}:{n}" for n in sorted(members)}
+        key = content_key(staged, list(members.values()))
         path = self.cache / f"{_safe(dist_name)}-{key}.json"
         cached = self._read_cache(path)
-        if cached is None or not set(wanted) <= set(cached["declarations"]) | set(cached["errors"]):
+        bare = {split(sel)[1] for sel in wanted}
+        todo = [inside[n] for n in sorted(members) if n not in refused]
+        if todo and (cached is None or not bare - set(refused) <= set(cached["declarations"]) | set(cached["errors"])):
             t0 = time.monotonic()
-            cached = self._introspect(members)
+            cached = self._introspect(todo)
             self.seconds += time.monotonic() - t0
             self.misses += 1
             self._write_cache(path, cached)
+        cached = cached or {"declarations": {}, "errors": {}}
         errors = cached["errors"]
-        version = dist.version if dist is not None else ""
+        version = first.dist.version if first.dist is not None else ""
         out = {}
-        for name in wanted:
+        for selector, ep in wanted.items():
+            name = ep.name
+            if name in refused:
+                raise PluginError(f"attack {name!r} ({ep.value}) is refused: {refused[name]}")
             if name in errors:
-                raise PluginError(f"attack {name!r} ({eps[name].value}) failed to load: {words(errors[name], 300)}")
+                raise PluginError(f"attack {name!r} ({ep.value}) failed to load: {words(errors[name], 300)}")
             # which distribution published it is this side's knowledge (installed metadata), never the plugin's word
             decl = _checked(name, cached["declarations"].get(name))
-            out[name] = decl.model_copy(update={"distribution": dist_name, "version": version})
+            out[selector] = decl.model_copy(update={"distribution": dist_name, "version": version})
         return out
 
     def _introspect(self, names: list[str]) -> dict:
@@ -149,22 +183,24 @@ class Introspector:
         for name in names:
             if name not in doc["declarations"] and name not in doc["errors"]:
                 raise PluginError(f"the introspection did not declare {name!r}")
-        errors = {str(k): words(str(v), 500) for k, v in doc["errors"].items() if k in names}
+        errors = {split(k)[1]: words(str(v), 500) for k, v in doc["errors"].items() if k in names}
         decls = {}
-        for name in names:
+        for selector in names:
+            name = split(selector)[1]
             if name in errors:
                 continue
             try:
-                decls[name] = _checked(name, doc["declarations"][name]).model_dump(mode="json")
+                decls[name] = _checked(name, doc["declarations"][selector]).model_dump(mode="json")
             except PluginError as err:
                 errors[name] = str(err)
         return {"declarations": decls, "errors": errors}
 
     def _run(self, names: list[str]) -> bytes:
         """The introspection in a sandbox (or, without one, a process of its own): its JSON, bounded, by a deadline."""
+        dists = sorted({distribution_of(select(GROUP, n, "attack")) for n in names})
         try:
             answer = call_inside("leakbed.workers.inside.introspect", names, what="the introspection", limits=self.limits,
-                                 deadline=DEADLINE, max_bytes=MAX_JSON)
+                                 deadline=DEADLINE, max_bytes=MAX_JSON, plugins=dists)
         except NoAnswer as err:
             raise PluginError(str(err)) from None
         if answer.code:
@@ -203,10 +239,6 @@ def _checked(name: str, doc: object) -> Declaration:
     return decl
 
 
-def _dist_name(ep: EntryPoint) -> str:
-    return ep.dist.name if ep.dist is not None else "?"
-
-
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80]
 
@@ -221,4 +253,5 @@ def for_workers(workers: WorkersConfig) -> Introspector:
 
     if workers.addresses:
         return Introspector(None, RemoteHost(workers.addresses[0], tls_files(workers), 16 << 20))
-    return Introspector(limits_for(workers)[0])
+    limits, why = limits_for(workers)
+    return Introspector(limits, unconfined=why if limits is None and workers.sandbox == "auto" else "")

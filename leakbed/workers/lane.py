@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leakbed.core.entry_points import PluginError, distribution_of, select
 from leakbed.workers.frames import FrameClosed, FrameDeadline, FrameError, read_frame, write_frame
 from leakbed.workers.hostile import HostileData, LogSink, load_json, quoted, words
 from leakbed.workers.sandbox import INSIDE, OUTPUT, Limits, Mount, Sandbox, end
+from leakbed.workers.staging import ATTACKS, BUILTIN, StagingError
 
 log = logging.getLogger(__name__)
 INPUTS = INSIDE / "inputs"
@@ -41,6 +43,18 @@ SIGNALS = {
     signal.SIGXFSZ: "SIGXFSZ: over its file-size limit",
     signal.SIGSYS: "SIGSYS: a refused system call",
 }
+
+
+def code_of(attack: str) -> tuple[str, ...]:
+    """The third-party distribution whose staged code a lane of ``attack`` (a name or ``distribution:name``) mounts
+    beside leakbed's: none for the shadow lane and leakbed's own attacks."""
+    if not attack:
+        return ()
+    try:
+        dist = distribution_of(select(ATTACKS, attack, "attack"))
+    except PluginError:  # unknown here: the lane fails to load it, and says so
+        return ()
+    return () if dist == BUILTIN else (dist,)
 
 
 def exit_meaning(code: int) -> str:
@@ -131,6 +145,10 @@ class LaneProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.proc = self._spawn(command, (r_req, w_rep), w_log)
+        except StagingError as err:
+            for fd in (w_req, r_rep, r_log):
+                os.close(fd)
+            raise LaneDied(f"{self.spec.who} cannot start: {err}") from None
         finally:
             for fd in (r_req, w_rep, w_log):
                 os.close(fd)
@@ -158,7 +176,8 @@ class LaneProcess:
             mounts = [Mount(self.inputs, INPUTS)]
             if self.upstream_dir is not None:
                 mounts.append(Mount(self.upstream_dir, UPSTREAM))
-            box = Sandbox(self.limits, mounts, output=True, cuda=self.cuda, extra_env=env_extra)
+            box = Sandbox(self.limits, mounts, output=True, cuda=self.cuda, extra_env=env_extra,
+                          plugins=code_of(self.spec.attack))
             return box.popen(command, pass_fds=fds, **io)
         self._scratch = Path(tempfile.mkdtemp(prefix="leakbed-lane-"))
         env = {**Sandbox(Limits()).env(plain=True), **env_extra}

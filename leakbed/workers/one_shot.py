@@ -23,6 +23,7 @@ from typing import IO
 
 from leakbed.workers.hostile import words
 from leakbed.workers.sandbox import INSIDE, Limits, Mount, Sandbox, end
+from leakbed.workers.staging import StagingError
 
 INPUTS = INSIDE / "inputs"  # where the called program reads its folder in a sandbox
 STDERR_TAIL = 4096  # bytes of its stderr kept
@@ -30,7 +31,8 @@ EXIT_GRACE = 10.0  # [s] for a program that closed its pipe to exit
 
 
 class NoAnswer(RuntimeError):
-    """The program missed its deadline or wrote past its bound; it was ended (one line)."""
+    """The program missed its deadline or wrote past its bound (it was ended), or its code could not be staged (one
+    line)."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,18 @@ def call_inside(
     inputs: Path | None = None,
     deadline: float,
     max_bytes: int,
+    plugins: Sequence[str] | None = None,
 ) -> Answer:
     """Run ``python -m module --out FD [--inputs DIR] args`` in a sandbox with ``limits`` (None: a process of its own)
-    and return its answer; NoAnswer, naming it ``what``, past ``deadline`` seconds or ``max_bytes``."""
+    over the staged code of leakbed and of the attack distributions ``plugins`` (None: every one), and return its
+    answer; NoAnswer, naming it ``what``, past ``deadline`` seconds or ``max_bytes``."""
+    box = Sandbox(limits or Limits(), [Mount(inputs, INPUTS)] if inputs is not None else (), output=False, plugins=plugins)
+    if limits is not None:
+        try:
+            box.staged()  # a distribution whose code cannot be staged is refused before anything starts
+        except StagingError as err:
+            raise NoAnswer(f"{what} cannot start: {err}") from None
     r, w = os.pipe()
-    box = Sandbox(limits or Limits(), [Mount(inputs, INPUTS)] if inputs is not None else (), output=False)
     folder = ["--inputs", str(INPUTS if limits is not None else inputs)] if inputs is not None else []
     command = [sys.executable, "-m", module, "--out", str(w), *folder, *args]
     io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}

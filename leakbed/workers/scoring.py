@@ -3,9 +3,12 @@
 Trusted code writes, into a fresh folder of its own, only what that scorer may see: the attack's outputs as the pool
 checked them, the ids of the anonymous updates the attack was given, its parameters, and the truth fields it
 declared (``Scoring.truth``) for those updates of its own prior. The folder is mounted read-only in a sandbox with
-no other path (no store, no other attack's outputs, no network) and removed afterwards, so nothing the scorer sees
-is ever where an attack sandbox can read it. The scorer's result comes back through a pipe as bounded JSON; only
-numbers, booleans, short texts and their nesting are kept, its texts shown as its words.
+no other path (no store, no other attack's outputs, no network; the staged code of leakbed and of the attack's own
+distribution) under a uid of its own where leakbed is root, and removed afterwards, so nothing the scorer sees is
+ever where an attack sandbox can read it. A plugin's scorer runs only once no lane of its prior can run: after the
+pool has closed (``server.experiment``: no interim score runs a plugin's scorer). The scorer's result comes back
+through a pipe as bounded JSON; only numbers, booleans, short texts and their nesting are kept, its texts shown as
+its words.
 """
 
 from __future__ import annotations
@@ -57,14 +60,15 @@ def score_plugin(
         inputs = folder / "in"
         inputs.mkdir(mode=0o755)
         by_id = {f: {str(i): _plain(v) for i, v in zip(given, values, strict=True)} for f, values in truth.items()}
-        request = {"attack": decl.name, "output": output or decl.name, "params": params, "truth": by_id}
+        select = f"{decl.distribution}:{decl.name}" if decl.distribution else decl.name  # the distribution that declared it
+        request = {"attack": decl.name, "select": select, "output": output or decl.name, "params": params, "truth": by_id}
         (inputs / "request.json").write_text(json.dumps(request), encoding="utf-8")
         shutil.copyfile(outputs, inputs / "outputs.npz")
         with (inputs / "given.npy").open("wb") as f:
             np.save(f, given, allow_pickle=False)
         for p in inputs.iterdir():
             p.chmod(0o644)
-        raw = _run(inputs, limits, deadline)
+        raw = _run(inputs, limits, deadline, [decl.distribution] if decl.distribution else None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return _result(decl.name, raw)
@@ -76,12 +80,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _run(inputs: Path, limits: Limits | None, deadline: float) -> bytes:
-    """The scorer in its sandbox (``limits``, or the defaults), or in a process of its own where none can start."""
+def _run(inputs: Path, limits: Limits | None, deadline: float, plugins: list[str] | None) -> bytes:
+    """The scorer in its sandbox (``limits``, or the defaults; its uid its own, leakbed's and its distribution's
+    staged code only), or in a process of its own where none can start."""
     sandbox = (limits or Limits()) if available() == "" else None
     try:
         answer = call_inside("leakbed.workers.inside.score", what="the plugin's scorer", limits=sandbox, inputs=inputs,
-                             deadline=deadline, max_bytes=MAX_RESULT)
+                             deadline=deadline, max_bytes=MAX_RESULT, plugins=plugins)
     except NoAnswer as err:
         raise PluginScorerError(str(err)) from None
     return answer.data

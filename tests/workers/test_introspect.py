@@ -13,9 +13,10 @@ import pytest
 
 from leakbed.core.declaration import Declaration
 from leakbed.core.entry_points import PluginError
-from leakbed.workers import introspect, one_shot
+from leakbed.workers import introspect, one_shot, staging
 from leakbed.workers.introspect import Introspector, content_key
 from leakbed.workers.sandbox import Limits, Sandbox, available
+from leakbed.workers.staging import stage
 from tests.workers import kit
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
@@ -31,7 +32,7 @@ def test_the_built_in_attacks_declare_themselves_and_come_back_checked(decls):
     assert set(kit.BUILTINS) <= set(decls) and all(isinstance(d, Declaration) for d in decls.values())
     knn, mlp, meta, profile = decls["knn"], decls["mlp"], decls["metadata"], decls["profile"]
     assert (knn.name, knn.family, knn.params_defaults, knn.scoring.kind) == ("knn", "reid", {"k": 10}, "reid")
-    assert knn.params_schema["properties"]["k"]["minimum"] == 1 and knn.params_schema["properties"]["k"]["maximum"] == 1000
+    assert knn.params.field("k").ge == 1 and knn.params.field("k").le == 1000 and knn.params.field("k").type == "int"
     assert mlp.params_defaults == {"epochs": 100} and not mlp.validates and not mlp.on_round
     assert meta.builds_on == ("family:reid",) and meta.upstream(["knn", "metadata", "svm"], decls) == ["knn", "svm"]
     assert profile.validates and profile.on_round and decls["membership"].validates and decls["attributes"].validates
@@ -83,44 +84,139 @@ def test_a_changed_distribution_is_introspected_again(tmp_path, decls, monkeypat
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["leakbed-k1.json", "leakbed-k2.json"]
 
 
-def fake_plugin(root: Path, body: str) -> Path:
-    """A distribution on ``sys.path`` that publishes one attack (found by entry point, never imported here)."""
-    pkg = root / "lbfake"
+def fake_plugin(root: Path, body: str, name: str = "lbfake", eps: str = "lb-fake = lbfake.attack:Fake") -> Path:
+    """A distribution on ``sys.path`` that publishes attacks (found by entry point, never imported here)."""
+    pkg = root / name
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "attack.py").write_text(body)
-    info = root / "lbfake-0.1.dist-info"
+    if body:
+        (pkg / "attack.py").write_text(body)
+    info = root / f"{name}-0.1.dist-info"
     info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lbfake\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[leakbed.attacks]\nlb-fake = lbfake.attack:Fake\n")
-    (info / "RECORD").write_text("lbfake/__init__.py,,\nlbfake/attack.py,,\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[leakbed.attacks]\n{eps}\n")
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{name}/attack.py,,\n")
     return root
 
 
-def test_the_content_key_follows_the_plugins_files(tmp_path, monkeypatch):
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """leakbed's cache of this test (its staged code and declarations)."""
+    monkeypatch.setenv("LEAKBED_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_content_key_follows_the_plugins_files(tmp_path, monkeypatch, cache):
     """Editing a development install's source (its version unchanged) changes the key; the same content keeps it."""
     fake_plugin(tmp_path, "X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     ep = next(ep for ep in entry_points(group="leakbed.attacks") if ep.name == "lb-fake")
     assert "lbfake" not in sys.modules  # found, not imported
-    before = content_key(ep.dist, [ep])
-    assert content_key(ep.dist, [ep]) == before
+    before = content_key(stage(ep.dist), [ep])
+    assert content_key(stage(ep.dist), [ep]) == before
     (tmp_path / "lbfake" / "attack.py").write_text("X = 2\n")
-    after = content_key(ep.dist, [ep])
+    after = content_key(stage(ep.dist), [ep])
     assert after != before and len(after) == 32
     (tmp_path / "lbfake" / "attack.py").write_text("X = 1\n")
-    assert content_key(ep.dist, [ep]) == before
+    assert content_key(stage(ep.dist), [ep]) == before
 
 
-def test_leakbeds_own_attack_code_is_part_of_every_key(tmp_path, monkeypatch):
+def test_leakbeds_own_attack_code_is_part_of_every_key(tmp_path, monkeypatch, cache):
     code = tmp_path / "attacks"
     code.mkdir()
     (code / "a.py").write_text("A = 1\n")
-    monkeypatch.setattr(introspect, "code_paths", lambda: [code])
+    monkeypatch.setattr(staging, "code_paths", lambda: [code])
     ep = next(ep for ep in entry_points(group="leakbed.attacks") if ep.name == "knn")
-    before = content_key(ep.dist, [ep])
+    before = content_key(introspect.staged_code(ep), [ep])
     (code / "a.py").write_text("A = 2\n")
-    assert content_key(ep.dist, [ep]) != before
+    assert content_key(introspect.staged_code(ep), [ep]) != before
+
+
+TWIN = """
+from leakbed.plugin import Attack, NoParams
+
+
+class Twin(Attack):
+    name = "knn"
+    family = "reid"
+    params = NoParams
+    scorer = "reid"
+    source = "a second distribution publishing a built-in's name"
+
+    def fit(self, ctx):
+        pass
+
+    def predict(self, ctx):
+        return {}
+"""
+
+
+def test_a_name_two_distributions_publish_is_refused_only_when_selected_bare(tmp_path, monkeypatch, cache):
+    """A second distribution publishing ``knn``: selecting ``knn`` names both and how to pick one; ``svm`` and
+    ``leakbed:knn`` are not affected; ``lbtwin:knn`` selects the twin (introspected in a sandbox from its staged
+    copy); an unknown distribution is named."""
+    fake_plugin(tmp_path, TWIN, name="lbtwin", eps="knn = lbtwin.attack:Twin")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    intro = Introspector(Limits(), cache=cache / "declarations")
+    with pytest.raises(PluginError) as err:
+        intro.declarations(["svm", "knn"])
+    assert one_line(err.value) == ("attack 'knn' is published twice: by lbtwin (lbtwin.attack:Twin), leakbed "
+                                   "(leakbed.attacks.reidentify:KNN); select one as 'lbtwin:knn' or 'leakbed:knn'")
+    got = intro.declarations(["svm", "leakbed:knn", "lbtwin:knn"])
+    assert (got["leakbed:knn"].name, got["leakbed:knn"].distribution) == ("knn", "leakbed")
+    assert (got["lbtwin:knn"].name, got["lbtwin:knn"].distribution, got["lbtwin:knn"].source) == (
+        "knn", "lbtwin", "a second distribution publishing a built-in's name")
+    assert got["svm"].distribution == "leakbed" and "lbtwin" not in sys.modules  # introspected in a sandbox
+    with pytest.raises(PluginError, match=r"^unknown attack 'knn' by distribution 'nope'$"):
+        intro.declarations(["nope:knn"])
+
+
+def test_an_entry_point_whose_module_is_not_its_distributions_own_is_refused(tmp_path, monkeypatch, cache):
+    """A module of another distribution (leakbed's referee, the standard library) is never imported for it."""
+    fake_plugin(tmp_path, "X = 1\n", name="lbforeign",
+                eps="lb-referee = leakbed.referee.truth:Referee\nlb-os = os:getcwd")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(Introspector, "_run", lambda self, names: pytest.fail(f"introspected {names}"))
+    intro = Introspector(Limits(), cache=cache / "declarations")
+    for name, module in (("lb-referee", "leakbed.referee.truth"), ("lb-os", "os")):
+        with pytest.raises(PluginError) as err:
+            intro.declarations([name])
+        assert one_line(err.value).startswith(f"attack {name!r} (") and one_line(err.value).endswith(
+            f"is refused: its module {module!r} is not among the files of distribution 'lbforeign'")
+
+
+def test_a_module_file_that_is_a_link_is_left_out_and_its_attack_refused(tmp_path, monkeypatch, cache):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    fake_plugin(tmp_path / "site", "", name="lblink", eps="lb-link = lblink.attack:X")
+    (tmp_path / "site" / "lblink" / "attack.py").symlink_to(secret)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(Introspector, "_run", lambda self, names: pytest.fail(f"introspected {names}"))
+    with pytest.raises(PluginError) as err:
+        Introspector(Limits(), cache=cache / "declarations").declarations(["lb-link"])
+    assert one_line(err.value).endswith("is refused: its module 'lblink.attack' is not among the files of distribution "
+                                        "'lblink' (lblink/attack.py: a link or through one)")
+    staged = [p for p in (cache / "staging").rglob("*") if p.is_file()]
+    assert staged and not any("host secret" in p.read_text(errors="replace") for p in staged)
+
+
+def test_without_a_sandbox_a_third_party_attack_is_refused_and_a_built_in_runs(tmp_path, monkeypatch, cache):
+    from leakbed.core.config import WorkersConfig
+
+    fake_plugin(tmp_path, "X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("leakbed.workers.sandbox.available", lambda: "bwrap not found (Debian: apt-get install bubblewrap)")
+    monkeypatch.setattr(introspect, "cache_dir", lambda: cache / "declarations")
+    auto = introspect.for_workers(WorkersConfig(sandbox="auto"))
+    assert auto.limits is None and auto.unconfined
+    with pytest.raises(PluginError) as err:
+        auto.declarations(["knn", "lb-fake"])
+    assert one_line(err.value) == (
+        "attack 'lb-fake' comes from the third-party distribution 'lbfake' and no sandbox can start here (bwrap not "
+        "found (Debian: apt-get install bubblewrap)): install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap; "
+        'Fedora: dnf install bubblewrap), or set workers.sandbox = "off" to run it unconfined (the report then says so)')
+    off = introspect.for_workers(WorkersConfig(sandbox="off"))
+    assert off.limits is None and not off.unconfined  # the user chose: no refusal
 
 
 @pytest.mark.parametrize(("name", "hint"), [("knnn", "; did you mean 'knn'?"), ("mlpp", "; did you mean 'mlp'?"),
@@ -181,7 +277,7 @@ def test_malformed_introspection_output_is_refused_in_one_line(tmp_path, monkeyp
         ({"family": "root"}, "attack 'knn' declares itself wrongly: family: "),
         ({"extra": 1}, "attack 'knn' declares itself wrongly: extra: Extra inputs are not permitted"),
         ({"source": "x" * 5000}, "attack 'knn' declares itself wrongly: source: String should have at most 2000"),
-        ({"params_schema": {"type": "array"}}, "attack 'knn' declares itself wrongly: params_schema: "),
+        ({"params": {"$ref": "http://127.0.0.1:9/x"}}, "attack 'knn' declares itself wrongly: params.\\$ref: Extra inputs "),
         ({"scoring": {"kind": "plugin"}}, "attack 'knn' declares itself wrongly: scoring: "),
         ({"scoring": {"kind": "reid", "truth": ["user_id"]}},
          "attack 'knn' declares itself wrongly: scoring: Value error, only kind 'plugin' declares truth fields$"),

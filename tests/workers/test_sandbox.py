@@ -1,6 +1,7 @@
-"""The sandbox untrusted code runs in (``workers.sandbox``): what a sandboxed process sees and is, its quota and
-limits, its death with its spawner, and ``leakbed sandbox-run``. The red team's break-out probes are in
-``tests/redteam``; the lanes built on this sandbox in ``test_lane.py``."""
+"""The sandbox untrusted code runs in (``workers.sandbox``): what a sandboxed process sees and is (exactly its
+allowlist of mounts, as root and as an ordinary user), its uid (its own, as root), its isolation from other
+sandboxes, its quota and limits, its death with its spawner, and ``leakbed sandbox-run``. The red team's break-out
+probes are in ``tests/redteam``; the lanes built on this sandbox in ``test_lane.py``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import pytest
 
 from leakbed.cli import main as leakbed_main
 from leakbed.core.processes import alive, descendants
-from leakbed.workers import sandbox
+from leakbed.workers import sandbox, uids
 from leakbed.workers.lane import INPUTS
-from leakbed.workers.sandbox import OUTPUT, Limits, Mount, Sandbox
+from leakbed.workers.sandbox import LIB, OUTPUT, Limits, Mount, Sandbox
+from tests.workers.ordinary import ordinary
 
 ROOT = os.geteuid() == 0
 pytestmark = pytest.mark.skipif(sandbox.available() != "", reason=f"no sandbox here: {sandbox.available()}")
@@ -50,6 +52,7 @@ secret = sys.stdin.readline().strip()  # not in argv: the checks below look at a
 probe = sys.stdin.readline().strip() == "probe-writes"  # only in the sandbox: outside, the writes would land
 out = {
     "leakbed": listing("/leakbed"),
+    "lib": sorted(listing("/leakbed/lib"), key=lambda n: n != "leakbed"),
     "inputs": listing("/leakbed/inputs"),
     "secret_exists": os.path.exists(secret),
     "secret_parent": listing(os.path.dirname(secret)),
@@ -114,7 +117,8 @@ def seen(run_dir: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 def test_it_sees_its_inputs_read_only_and_its_output_folder_and_nothing_of_the_run(seen: dict, run_dir):
-    assert seen["leakbed"] == ["inputs", "out"] and seen["inputs"] == ["prior.txt"]
+    assert seen["leakbed"] == ["inputs", "lib", "out"] and seen["inputs"] == ["prior.txt"]
+    assert seen["lib"][0] == "leakbed" and all(not p.startswith(".") for p in seen["lib"])  # staged code only
     assert seen["secret_exists"] is False and seen["secret_parent"] == "ENOENT"  # the run's folder is not there
     assert seen["write_inputs"] == "EROFS" and seen["overwrite_input"] == "EROFS"  # the inputs: read-only
     assert seen["write_root"] == "EROFS" and seen["write_code"] == "EROFS"  # its root, leakbed's code: read-only
@@ -143,8 +147,9 @@ def test_the_mount_table_names_no_host_path_of_the_run(run_dir):
 
 
 def test_it_is_an_unprivileged_user_without_capabilities_under_a_syscall_filter(seen: dict):
-    uid = sandbox.SANDBOX_UID if ROOT else os.getuid()
+    uid = int(seen["status"]["Uid"].split()[0]) if ROOT else os.getuid()
     gid = uid if ROOT else os.getgid()
+    assert uids.in_range(uid) if ROOT else True  # as root: a uid of its own, from the reserved range
     assert seen["status"]["Uid"].split() == [str(uid)] * 4 and seen["status"]["Gid"].split() == [str(gid)] * 4
     for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(seen["status"][cap], 16) == 0, (cap, seen["status"])
@@ -170,9 +175,9 @@ def test_without_the_sandbox_the_same_look_finds_the_run(run_dir):
 
 @pytest.mark.skipif(not ROOT, reason="the host-side uid of the privileged mode")
 def test_the_host_sees_an_unprivileged_process_in_no_user_namespace(tmp_path):
-    """As root, bwrap builds the sandbox without a user namespace and setpriv drops to nobody: seen from the host (not
-    only from inside) the process is uid 65534 with no capabilities (a user namespace made by root would map the
-    sandbox's uid onto host root)."""
+    """As root, bwrap builds the sandbox without a user namespace and setpriv drops to the uid leased for it: seen from
+    the host (not only from inside) the process runs as that uid with no capabilities (a user namespace made by root
+    would map the sandbox's uid onto host root)."""
     proc = Sandbox(Limits()).popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         until, inner = time.monotonic() + 30, []
@@ -180,7 +185,8 @@ def test_the_host_sees_an_unprivileged_process_in_no_user_namespace(tmp_path):
             inner = [p for p in descendants(proc.pid) if Path(f"/proc/{p}/comm").read_text().startswith("python")]
             time.sleep(0.02)
         status = dict(line.split(":\t", 1) for line in Path(f"/proc/{inner[0]}/status").read_text().splitlines())
-        assert status["Uid"].split() == ["65534"] * 4 and status["Gid"].split() == ["65534"] * 4
+        uid = proc.lease.uid
+        assert uids.in_range(uid) and status["Uid"].split() == [str(uid)] * 4 and status["Gid"].split() == [str(uid)] * 4
         assert int(status["CapEff"], 16) == int(status["CapPrm"], 16) == int(status["CapBnd"], 16) == 0
         assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2"
         assert Path(f"/proc/{inner[0]}/uid_map").read_text().split()[:2] == ["0", "0"]
@@ -238,7 +244,7 @@ def test_within_its_limits_the_same_work_succeeds():
 
 
 @pytest.mark.xfail(ROOT, strict=True, reason="known gap: as root, bwrap's process keeps no capability and the command runs "
-                   "as uid 65534, so the kernel refuses the parent-death signal of --die-with-parent: a spawner that dies "
+                   "as another uid, so the kernel refuses the parent-death signal of --die-with-parent: a spawner that dies "
                    "without ending its sandboxes (workers.sandbox.end) leaves their commands running")
 def test_it_dies_with_its_spawner():
     spawner = (
@@ -292,8 +298,8 @@ def test_end_kills_everything_in_the_sandbox_at_once():
 
 
 def test_a_mount_outside_leakbed_or_onto_its_output_is_refused(tmp_path):
-    for inside in (Path("/etc/x"), OUTPUT, OUTPUT / "x", Path("/leakbedx")):
-        with pytest.raises(ValueError, match="must lie under /leakbed, outside /leakbed/out"):
+    for inside in (Path("/etc/x"), OUTPUT, OUTPUT / "x", Path("/leakbedx"), LIB, LIB / "leakbed"):
+        with pytest.raises(ValueError, match="must lie under /leakbed, outside /leakbed/out and /leakbed/lib"):
             Sandbox(Limits(), [Mount(tmp_path, inside)])
 
 
@@ -316,8 +322,9 @@ def test_sandbox_run_passes_exit_code_and_output_through(tmp_path, capfd):
             " print('err', file=sys.stderr); open('made', 'w').write('x'); sys.exit(7)")
     assert leakbed_main(["sandbox-run", "--store", str(tmp_path), "--", sys.executable, "-c", code]) == 7
     out, err = capfd.readouterr()
-    uid = sandbox.SANDBOX_UID if ROOT else os.getuid()
-    assert out.strip() == f"out {uid} 1 /leakbed/out ['prior.txt']" and err.strip() == "err"
+    said, uid, rest = out.strip().split(" ", 2)
+    assert said == "out" and (uids.in_range(int(uid)) if ROOT else int(uid) == os.getuid())
+    assert rest == "1 /leakbed/out ['prior.txt']" and err.strip() == "err"
     assert sorted(os.listdir(tmp_path)) == ["prior.txt"]  # it wrote into its own tmpfs, nothing on the host
 
 
@@ -344,3 +351,292 @@ def test_a_store_its_caller_cannot_read_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="no such folder"):
         sandbox.check_store(tmp_path / "missing")
 
+
+
+# --- what it sees of the host: its allowlist, and nothing else ------------------------------------------------------
+
+# run inside: every mount (from its own mountinfo) and the files of its root tmpfs outside them
+SEE = r"""
+import json, os
+mounts = []
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    sep = f.index("-")
+    mounts.append({"dev": f[2], "root": f[3], "point": f[4], "fstype": f[sep + 1]})
+points = {m["point"] for m in mounts}
+skeleton = []
+for top, dirs, names in os.walk("/", followlinks=False):
+    dirs[:] = [d for d in dirs if os.path.join(top, d) not in points]
+    for name in [*dirs, *names]:
+        path = os.path.join(top, name)
+        if path not in points:
+            skeleton.append([path, "link" if os.path.islink(path) else "dir" if os.path.isdir(path) else "file"])
+print(json.dumps({"mounts": mounts, "skeleton": skeleton, "uid": os.getuid()}))
+"""
+# run by the spawning user (root, or an ordinary user): builds a sandbox over a store, runs SEE in it, and says what
+# it meant to mount (the allowlist) and what its own mount namespace holds (to find each host path's filesystem)
+DRIVER = r"""
+import json, subprocess, sys
+from pathlib import Path
+from leakbed.workers.lane import INPUTS
+from leakbed.workers.sandbox import Limits, Mount, Sandbox
+box = Sandbox(Limits(), [Mount(Path(sys.argv[1]), INPUTS)])
+proc = box.popen([sys.executable, "-c", sys.stdin.read()], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+out, err = proc.communicate(timeout=120)
+assert proc.returncode == 0, err.decode()[-2000:]
+allow = {str(inside): str(host) for inside, host in box.allowlist().items()}
+host = open("/proc/self/mountinfo").read()
+print(json.dumps({"seen": json.loads(out), "allow": allow, "host": host, "staged": [s.name for s in box.staged()]}))
+"""
+OWN_TMPFS = {"/dev", "/dev/shm", "/tmp", "/leakbed/out"}
+
+
+def _fs_of(path: str, host_mountinfo: str) -> tuple[str, str]:
+    """(device, path within that filesystem) of a host path, as a bind mount of it shows in a mountinfo."""
+    real = os.path.realpath(path)
+    best = ("", "", "")
+    for line in host_mountinfo.splitlines():
+        f = line.split()
+        point = f[4]
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[2]):
+            best = (f[2], f[3], point)
+    dev, root, point = best
+    return dev, os.path.normpath(os.path.join(root, os.path.relpath(real, point)))
+
+
+def check_allowlist(found: dict) -> list[str]:
+    """Every mount a sandbox holds is one of: its own /proc, its own tmpfs folders (root, /dev, /tmp, /dev/shm,
+    /leakbed/out; /etc/passwd and /etc/group are files of its root), a device node of its minimal /dev, or a folder
+    of its allowlist bound from exactly that host folder; the rest of its root holds folders and the /bin-like links
+    only. What breaks that, one line each."""
+    seen, allow = found["seen"], found["allow"]
+    root_dev = next(m["dev"] for m in seen["mounts"] if m["point"] == "/")
+    wrong = []
+    for m in seen["mounts"]:
+        point = m["point"]
+        if m["fstype"] == "proc" and (point == "/proc" or point.startswith("/proc/")):
+            continue
+        own_root = m["dev"] == root_dev and point in ("/", "/etc/passwd", "/etc/group")
+        if m["fstype"] == "tmpfs" and (point in OWN_TMPFS or own_root):
+            continue
+        if m["fstype"] == "devtmpfs" and point in {f"/dev/{d}" for d in sandbox.DEVICES} and m["root"] == point[4:]:
+            continue
+        if point in allow and (m["dev"], m["root"]) == _fs_of(allow[point], found["host"]):
+            continue
+        wrong.append(f"{point}: {m['fstype']} {m['dev']} {m['root']} is not in the allowlist")
+    missing = set(allow) - {m["point"] for m in seen["mounts"]}
+    wrong += [f"{p}: in the allowlist, not mounted" for p in sorted(missing)]
+    links = {f"/{top}" for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32")} | {"/dev/fd"}
+    wrong += [f"{path}: a {kind} of its root" for path, kind in seen["skeleton"]
+              if not (kind == "dir" or (kind == "link" and path in links))]  # fmt: skip
+    return wrong
+
+
+def test_what_it_sees_of_the_host_is_exactly_its_allowlist(run_dir, tmp_path):
+    """Listed from inside: its mounts and its root's own files, compared with the allowlist trusted code built (the
+    OS's /usr, the Python environment, leakbed's and the plugins' staged copies, the inputs). The host's root, the
+    run folder, the working directory and the checkout are not among them."""
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(run_dir["store"])], input=SEE, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "LEAKBED_CACHE": str(tmp_path / "cache")})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    assert check_allowlist(found) == []
+    allow = found["allow"]
+    assert allow["/leakbed/inputs"] == str(run_dir["store"]) and allow["/leakbed/lib/leakbed"].startswith(str(tmp_path / "cache"))
+    hosts = set(allow.values())
+    for never in ("/", str(run_dir["run"]), str(tmp_path), os.getcwd(), str(sandbox.code_root())):
+        assert never not in hosts, never
+    assert not any(str(sandbox.code_root() / "leakbed") in h for h in hosts)  # leakbed's code: its staged copy
+    assert found["seen"]["uid"] != 0
+
+
+def test_what_it_sees_of_the_host_is_exactly_its_allowlist_as_an_ordinary_user(tmp_path_factory):
+    user = ordinary(tmp_path_factory.mktemp("ordinary"))
+    store = user.folder("store")
+    (store / "prior.txt").write_text("prior")
+    user.give(store)
+    done = user.run([sys.executable, "-c", DRIVER, str(store)], cwd=user.home, timeout=300, stdin=SEE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    assert check_allowlist(found) == []
+    assert found["seen"]["uid"] == user.uid and found["allow"]["/leakbed/inputs"] == str(store)
+    assert "/" not in found["allow"].values() and str(user.home) not in found["allow"].values()
+
+
+def test_a_check_of_the_allowlist_can_fail(run_dir, tmp_path):
+    """The control: a sandbox given one more mount than its allowlist says (the host's root, as a link planted in an
+    editable plugin's folder once mounted) is caught."""
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(run_dir["store"])], input=SEE, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "LEAKBED_CACHE": str(tmp_path / "cache")})  # fmt: skip
+    found = json.loads(done.stdout)
+    host_root = _fs_of("/", found["host"])
+    found["seen"]["mounts"].append({"dev": host_root[0], "root": host_root[1], "point": "/src/plugin", "fstype": "ext4"})
+    found["seen"]["skeleton"].append(["/leakbed/secret.txt", "file"])
+    assert check_allowlist(found) == ["/src/plugin: ext4 " + " ".join(host_root) + " is not in the allowlist",
+                                      "/leakbed/secret.txt: a file of its root"]
+
+
+# --- a uid of its own, as root --------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not ROOT, reason="an ordinary user has only its own uid to give")
+def test_as_root_each_sandbox_runs_as_a_uid_of_its_own_that_owns_its_output_alone():
+    code = ("import os, stat, sys, time\nst = os.stat('/leakbed/out')\n"
+            "print(os.getuid(), st.st_uid, oct(stat.S_IMODE(st.st_mode)), flush=True)\ntime.sleep(60)")
+    boxes = [Sandbox(Limits()).popen([sys.executable, "-c", code], stdout=subprocess.PIPE) for _ in range(3)]
+    try:
+        said = [p.stdout.readline().decode().split() for p in boxes]
+        got = [int(s[0]) for s in said]
+        assert len(set(got)) == 3 and all(uids.in_range(u) for u in got), said
+        assert [int(s[1]) for s in said] == got and {s[2] for s in said} == {"0o700"}  # its output: its own, closed
+        assert [p.lease.uid for p in boxes] == got
+    finally:
+        for p in boxes:
+            sandbox.end(p)
+    assert all(p.lease.fd == -1 for p in boxes)  # the leases went with the sandboxes
+
+
+@pytest.mark.skipif(not ROOT, reason="leases are root's")
+def test_a_uid_still_running_a_process_is_not_leased_again(monkeypatch):
+    """A sandbox left behind by a leakbed that was killed keeps its uid: the lease skips it."""
+    taken = uids.FIRST + 7
+    stray = subprocess.Popen(["setpriv", f"--reuid={taken}", f"--regid={taken}", "--clear-groups", "sleep", "60"])
+    try:
+        until = time.monotonic() + 10
+        while os.stat(f"/proc/{stray.pid}").st_uid != taken and time.monotonic() < until:
+            time.sleep(0.01)
+        monkeypatch.setattr(uids.secrets, "randbelow", lambda n: 7)
+        lease = uids.lease()
+        assert lease.uid == taken + 1
+        second = uids.lease()  # the one just leased is held: the next
+        assert second.uid == taken + 2
+        lease.release()
+        second.release()
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+# --- sandboxes cannot see, trace or read each other ------------------------------------------------------------------
+
+# a neighbour: holds a marker in its output, a pipe, an abstract socket, and waits
+NEIGHBOUR = r"""
+import os, socket, sys, time
+open("/leakbed/out/marker", "w").write(sys.argv[1])
+r, w = os.pipe()
+os.write(w, sys.argv[1].encode())
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0leakbed-neighbour")
+s.listen()
+print("ready", os.getpid(), flush=True)
+time.sleep(120)
+"""
+# a prober: every way to reach the neighbour it can name (the host pids are given: the adversary guesses them)
+PROBE = r"""
+import errno, json, os, socket, sys
+pids = [int(p) for p in sys.argv[2].split(",")]
+marker = sys.argv[1]
+out = {"proc": sorted(p for p in os.listdir("/proc") if p.isdigit()), "signal": {}, "mem": {}, "root": {}, "fds": {}}
+def kill0(pid):
+    try:
+        os.kill(pid, 0)
+        return "ok"
+    except OSError as err:
+        return errno.errorcode[err.errno]
+out["others"] = [p for p in range(2, 1 << 15) if kill0(p) != "ESRCH"]
+for pid in pids:
+    out["signal"][pid] = kill0(pid)
+    for what, path in (("mem", f"/proc/{pid}/mem"), ("root", f"/proc/{pid}/root/leakbed/out/marker")):
+        try:
+            with open(path, "rb") as f:
+                out[what][pid] = "read " + f.read(64).decode(errors="replace")
+        except OSError as err:
+            out[what][pid] = errno.errorcode[err.errno]
+    try:
+        out["fds"][pid] = f"listed {len(os.listdir(f'/proc/{pid}/fd'))}"
+    except OSError as err:
+        out["fds"][pid] = errno.errorcode[err.errno]
+found = []
+for top in ("/tmp", "/dev/shm", "/leakbed"):
+    for d, dirs, files in os.walk(top):
+        for name in files:
+            try:
+                with open(os.path.join(d, name), "rb") as f:
+                    if marker.encode() in f.read(1 << 16):
+                        found.append(os.path.join(d, name))
+            except OSError:
+                pass
+out["marker_found"] = found
+try:
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("\0leakbed-neighbour")
+    out["socket"] = "connected"
+except OSError as err:
+    out["socket"] = errno.errorcode[err.errno]
+print(json.dumps(out))
+"""
+# run by the spawning user: a neighbour sandbox and a prober sandbox side by side
+PAIR = r"""
+import json, os, subprocess, sys, time
+from leakbed.core.processes import descendants
+from leakbed.workers.sandbox import Limits, Sandbox, end
+neighbour_code, probe_code, marker = sys.stdin.read().split("\0")
+n = Sandbox(Limits()).popen([sys.executable, "-c", neighbour_code, marker], stdout=subprocess.PIPE)
+try:
+    assert n.stdout.readline().startswith(b"ready")
+    pids = [n.pid, *descendants(n.pid)]
+    p = Sandbox(Limits()).popen([sys.executable, "-c", probe_code, marker, ",".join(map(str, pids))], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err.decode()[-2000:]
+    print(json.dumps({"probe": json.loads(out), "pids": pids}))
+finally:
+    end(n)
+"""
+
+
+def check_isolated(found: dict) -> None:
+    probe = found["probe"]
+    assert probe["proc"] == ["1"] and probe["others"] == []  # only itself in its /proc, nothing else to signal
+    for pid in map(str, found["pids"]):
+        assert probe["signal"][pid] == "ESRCH" or pid == "1", probe["signal"]
+        assert probe["mem"][pid] == "ENOENT" or pid == "1" and probe["mem"][pid] in ("EACCES", "EPERM", "EIO")
+        assert not probe["root"][pid].startswith("read") and (pid == "1" or probe["fds"][pid] == "ENOENT")
+    assert probe["marker_found"] == [] and probe["socket"] == "ECONNREFUSED"
+
+
+def test_two_sandboxes_cannot_see_signal_trace_or_read_each_other():
+    marker = os.urandom(8).hex()
+    done = subprocess.run([sys.executable, "-c", PAIR], input="\0".join([NEIGHBOUR, PROBE, marker]), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_isolated(json.loads(done.stdout))
+
+
+def test_two_sandboxes_of_one_ordinary_user_cannot_see_signal_trace_or_read_each_other(tmp_path_factory):
+    """One uid for both: the namespaces and the allowlist keep them apart."""
+    user = ordinary(tmp_path_factory.mktemp("ordinary"))
+    marker = os.urandom(8).hex()
+    done = user.run([sys.executable, "-c", PAIR], cwd=user.home, timeout=300, stdin="\0".join([NEIGHBOUR, PROBE, marker]))
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_isolated(json.loads(done.stdout))
+
+
+def test_unsandboxed_the_same_probe_reaches_its_neighbour(tmp_path):
+    """The control: the probe run on the host, beside the same neighbour unsandboxed, signals it and reads its pipe
+    and its marker."""
+    marker = os.urandom(8).hex()
+    work = tmp_path / "leakbed" / "out"
+    work.mkdir(parents=True)
+    neighbour = NEIGHBOUR.replace("/leakbed/out/marker", str(work / "marker"))
+    n = subprocess.Popen([sys.executable, "-c", neighbour, marker], stdout=subprocess.PIPE)
+    try:
+        assert n.stdout.readline().startswith(b"ready")
+        probe = PROBE.replace('for top in ("/tmp", "/dev/shm", "/leakbed", "/proc/1")', f'for top in ({str(tmp_path)!r},)')
+        done = subprocess.run([sys.executable, "-c", probe, marker, str(n.pid)], capture_output=True, text=True, timeout=300)
+        found = json.loads(done.stdout)
+        assert found["signal"][str(n.pid)] == "ok" and found["fds"][str(n.pid)].startswith("listed")
+        assert found["marker_found"] and found["socket"] == "connected"
+    finally:
+        n.kill()
+        n.wait()

@@ -40,10 +40,10 @@ def score(inputs: Path) -> dict:
     with np.load(inputs / "outputs.npz", allow_pickle=False) as z:
         outputs = {k: z[k] for k in z.files}
     given = np.load(inputs / "given.npy", allow_pickle=False)
-    name = request["attack"]
-    module, _, function = registry.scoring(registry.attack(name)).function.partition(":")
+    name, select = request["attack"], request.get("select", request["attack"])  # select: distribution:name
+    module, _, function = registry.scoring(registry.attack(select)).function.partition(":")
     scorer = getattr(importlib.import_module(module), function)
-    ctx = ScoreContext(name, request["output"], registry.params_of(name, request["params"]), outputs,
+    ctx = ScoreContext(name, request["output"], registry.params_of(select, request["params"]), outputs,
                        TruthView(request["truth"]), given)
     result = scorer(ctx)
     if not isinstance(result, dict):

@@ -1,0 +1,92 @@
+"""A host uid of its own for each sandbox that root starts, so that no two sandboxes share one.
+
+Two processes of one uid can signal, trace and read each other (``/proc/<pid>/mem``, ``/proc/<pid>/root``) wherever
+they can name each other, and share one RLIMIT_NPROC. Sandboxes are kept apart by their namespaces first; where
+leakbed runs as root it also drops each sandbox to a uid of its own (``setpriv``), leased from a reserved range for
+as long as the sandbox runs: a lock file per uid, held by the process that started the sandbox (the kernel drops
+the lock with that process, whatever ends it), and a uid still running a process is never leased again. An
+ordinary user has only its own uid to give: its sandboxes share it, and the namespaces and the allowlist of mounts
+carry the isolation alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+FIRST = 0x6C620000  # 1,818,361,856: far above the ids of users, system accounts and the usual subordinate ranges
+COUNT = 1 << 16  # uids in the range
+LOCKS = Path("/run/leakbed/sandbox-uids")
+
+
+class NoUid(RuntimeError):
+    """Every uid of the range is leased or still runs a process (one line)."""
+
+
+@dataclass
+class Lease:
+    """A uid held for one sandbox; ``release`` (or this process's end) gives it back."""
+
+    uid: int
+    fd: int = -1
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def in_range(uid: int) -> bool:
+    return FIRST <= uid < FIRST + COUNT
+
+
+def _folder() -> Path:
+    """The lock files' folder: root's own (``/run``, else the temporary directory), never a link, closed to others."""
+    for folder in (LOCKS, Path(tempfile.gettempdir()) / "leakbed-sandbox-uids-0"):
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(folder)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+            return folder
+    raise NoUid("no folder for the sandbox uids' locks (/run/leakbed or the temporary directory)")
+
+
+def _running(uid: int) -> bool:
+    """Whether any process runs as ``uid`` (a sandbox left behind by a leakbed that was killed)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def lease() -> Lease:
+    """A uid no other sandbox holds or runs as; NoUid when the whole range is taken."""
+    folder = _folder()
+    start = secrets.randbelow(COUNT)
+    for i in range(COUNT):
+        slot = (start + i) % COUNT
+        fd = os.open(folder / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        if _running(FIRST + slot):
+            os.close(fd)
+            continue
+        return Lease(FIRST + slot, fd)
+    raise NoUid(f"all {COUNT} sandbox uids from {FIRST} are in use")
