@@ -215,9 +215,8 @@ def test_every_built_in_plugin_declares_its_source_threat_and_parameters():
     for name, decl in decls.items():
         assert decl.source and decl.threat, f"attack {name} must cite its source and state its threat model"
         assert decl.scoring.kind == "plugin" or decl.scoring.kind in KINDS, f"attack {name}: unknown scorer kind"
-        for field, info in decl.params_schema.get("properties", {}).items():
-            text = info.get("description", "")
-            assert text and "[" in text, f"attack {name}: {field} needs a description with a unit"
+        for field in decl.params.fields:
+            assert field.description and field.unit, f"attack {name}: {field.name} needs a description with a unit"
     for name in defenses.names():
         d = defenses.defense(name)
         assert d.source and d.threat, f"defense {name} must cite its source and state its threat model"

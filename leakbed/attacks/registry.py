@@ -3,7 +3,8 @@
 Runs only inside a sandbox (``workers.inside``): loading an attack imports its module, whose code is untrusted.
 Built-in attacks are published by leakbed's own ``pyproject.toml``, third-party ones by theirs; both are found the
 same way, by name, and an attack is imported only when asked for (a broken plugin affects only what names it).
-``declare`` turns a loaded class into the data trusted code knows it by (``core.declaration.Declaration``).
+``declare`` turns a loaded class into the data trusted code knows it by (``core.declaration.Declaration``), its
+params model in leakbed's params language (``attacks.params_language``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import functools
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import ValidationError
 
 from leakbed.attacks.contract import Attack, Params, ReidAttack
+from leakbed.attacks.params_language import declared
 from leakbed.core.declaration import Declaration, Scoring
 from leakbed.core.entry_points import PluginError, load_declared, published
+from leakbed.core.param_schema import ParamSchema
 
 GROUP = "leakbed.attacks"
 
@@ -59,20 +62,8 @@ def reid_attack(name: str) -> ReidAttack:
     return cls()
 
 
-def _validates(cls: type[Attack]) -> bool:
-    """Whether the attack checks more than its schema says: validators of its params model, or a check hook."""
-    decorators = cls.params.__pydantic_decorators__
-    own = any((decorators.field_validators, decorators.model_validators, decorators.field_serializers))
-    nested = any(
-        isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel) and _has_validators(f.annotation)
-        for f in cls.params.model_fields.values()
-    )
-    return own or nested or cls.check.__func__ is not Attack.check.__func__  # type: ignore[attr-defined]
-
-
-def _has_validators(model: type[BaseModel]) -> bool:
-    d = model.__pydantic_decorators__
-    return bool(d.field_validators or d.model_validators)
+def _check_hook(cls: type[Attack]) -> bool:
+    return cls.check.__func__ is not Attack.check.__func__  # type: ignore[attr-defined]
 
 
 def _distribution(name: str) -> tuple[str, str]:
@@ -85,17 +76,27 @@ def _distribution(name: str) -> tuple[str, str]:
 def declare(name: str) -> Declaration:
     """What trusted code may know of attack ``name``: its declaration as data, checked by leakbed's model."""
     cls = attack(name)
-    dist, version = _distribution(name)
     try:
         defaults = cls.params.model_validate({}).model_dump(mode="json")
     except Exception as err:  # noqa: BLE001 - a params model with a required field: refused in one line
         raise PluginError(f"attack {name!r}: every parameter needs a default ({type(err).__name__})") from None
+    params, beyond = declared(cls.params, name, defaults)
+    try:
+        return _declaration(cls, name, params, beyond or _check_hook(cls))
+    except ValidationError as err:  # one line naming the field, as the trusted side would say it
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PluginError(f"attack {name!r} declares itself wrongly: {where}: {first['msg']}"[:500]) from None
+
+
+def _declaration(cls: type[Attack], name: str, params: ParamSchema, validates: bool) -> Declaration:
+    dist, version = _distribution(name)
     return Declaration(
-        name=name,
+        name=cls.name,  # the bare name: ``name`` may select it as ``distribution:name``
         family=cls.family,
-        params_schema=cls.params.model_json_schema(mode="validation"),
-        params_defaults=defaults,
-        validates=_validates(cls),
+        params=params,
+        validates=validates,
+        check_hook=_check_hook(cls),
         needs=cls.needs,
         source=cls.source,
         threat=cls.threat,

@@ -1,16 +1,16 @@
 """An attack as trusted code knows it: its declaration, data only.
 
 Trusted processes (the CLI, the ServerApp, the referee, the studies) never import an attack's module. What they
-need of it (its name, its parameters' schema with defaults and bounds, what it needs of the run, where it comes
-from, what it receives, how it is scored) comes back as bounded JSON from an introspection run in a sandbox
-(``workers.introspect``) and is checked here, by leakbed's own models, before anything uses it. Its parameters
-are checked against the declared schema here; the attack's own validators run in a sandbox before start.
+need of it (its name, its parameters in leakbed's own params language with defaults and bounds, what it needs of
+the run, where it comes from, what it receives, how it is scored) comes back as bounded JSON from an introspection
+run in a sandbox (``workers.introspect``) and is checked here, by leakbed's own models, before anything uses it.
+A run's parameters are checked against the declared fields by leakbed's own bounded checker
+(``core.param_schema``): no schema, pattern or reference of the plugin's is ever evaluated here. The attack's
+own validators and check hook run in a sandbox before start (``workers.checks``).
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -19,6 +19,8 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from leakbed.core.data.corpus import Corpus, UserData
+from leakbed.core.param_schema import ParamSchema, check_table
+from leakbed.core.param_schema import ParamsError as ParamsError  # where the rooms have always found it
 
 NAME = r"[a-z][a-z0-9-]{0,39}"  # a plugin's name (core.config's rule)
 FIELD = r"[A-Za-z][A-Za-z0-9_-]{0,63}"  # a truth field, an option key
@@ -26,7 +28,6 @@ Name = Annotated[str, StringConstraints(pattern=f"^{NAME}$")]
 Text = Annotated[str, StringConstraints(max_length=2000)]
 Line = Annotated[str, StringConstraints(max_length=500)]
 Key = Annotated[str, StringConstraints(pattern=f"^{FIELD}$")]
-MAX_SCHEMA_BYTES = 256 * 1024  # a params schema larger than this is refused
 FAMILY_PREFIX = "family:"  # builds_on = ("family:reid",): every attack of that family in the suite
 
 
@@ -93,22 +94,19 @@ class Scoring(Frozen):
         return self
 
 
-def _schema(schema: dict[str, Any]) -> dict[str, Any]:
-    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
-        raise ValueError(f"params schema larger than {MAX_SCHEMA_BYTES} bytes")
-    if schema.get("type", "object") != "object":
-        raise ValueError("params schema must describe an object")
-    return schema
-
-
 class Declaration(Frozen):
     """One attack, as its sandboxed introspection declared it and leakbed checked it."""
 
     name: Name
     family: Literal["reid", "other"] = "other"
-    params_schema: Annotated[dict[str, Any], AfterValidator(_schema)] = Field(description="its params model's JSON schema")
-    params_defaults: dict[str, Any] = Field(description="its params with every default (the model built from {})")
-    validates: bool = Field(False, description="it checks more than the schema says: its own validators or check hook")
+    params: ParamSchema = Field(
+        default_factory=ParamSchema, description="its parameters in leakbed's params language (core.param_schema)"
+    )
+    validates: bool = Field(
+        False, description="it checks more than its params declaration says: its model's own validators or constraints "
+        "(run in a sandbox before start), or a check hook"
+    )
+    check_hook: bool = Field(False, description="it has a check hook over the run's data: run once per prior, in a sandbox")
     needs: Needs = Needs()
     source: Text = ""
     threat: Text = ""
@@ -124,6 +122,20 @@ class Declaration(Frozen):
     distribution: Annotated[str, StringConstraints(max_length=200)] = ""
     version: Annotated[str, StringConstraints(max_length=100)] = ""
 
+    @model_validator(mode="after")
+    def _budget_is_a_number(self) -> Declaration:
+        field = self.params.field(self.budget) if self.budget else None
+        if self.budget and (field is None or field.type not in ("int", "float") or field.optional):
+            raise ValueError(f"budget names {self.budget!r}, which is not a numeric field of its params")
+        if self.check_hook and not self.validates:
+            raise ValueError("an attack with a check hook validates")
+        return self
+
+    @property
+    def params_defaults(self) -> dict[str, Any]:
+        """Its params with every default (an optional field left unset)."""
+        return self.params.defaults()
+
     def upstream(self, suite: list[str], declarations: dict[str, Declaration]) -> list[str]:
         """The attacks of ``suite`` this one builds on, in suite order."""
         wanted = set(self.builds_on)
@@ -131,31 +143,11 @@ class Declaration(Frozen):
         return [n for n in suite if n != self.name and (n in wanted or declarations[n].family in families)]
 
 
-class ParamsError(ValueError):
-    """Parameters an attack's declared schema refuses (one line, naming the key)."""
-
-
 def check_params(decl: Declaration, table: dict[str, Any] | None, where: str) -> dict[str, Any]:
-    """``table`` completed with the declared defaults and checked against the declared schema (trusted side); a
-    ``ParamsError`` names the key (``where``: e.g. ``attack.params.mlp``) and, for an unknown one, the valid names."""
-    import jsonschema
-
-    given = dict(table or {})
-    known = set(decl.params_schema.get("properties", {}))
-    for key in given:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            valid = ", ".join(sorted(known)) or "none"
-            raise ParamsError(f"{where}.{key}: unknown parameter of {decl.name!r}{hint} (valid: {valid})")
-    full = {**decl.params_defaults, **given}
-    validator = jsonschema.Draft202012Validator(decl.params_schema)
-    errors = sorted(validator.iter_errors(full), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = errors[0]
-        path = ".".join(str(p) for p in err.absolute_path)
-        raise ParamsError(f"{where}{'.' + path if path else ''}: {err.message}")
-    return full
+    """``table`` completed with the declared defaults and checked against the declared fields (trusted side, leakbed's
+    own bounded checker); a ``ParamsError`` names the key (``where``: e.g. ``attack.params.mlp``) and, for an unknown
+    one, the closest and the valid names."""
+    return check_table(decl.params, table, where, decl.name)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from leakbed.core.config import WorkersConfig
 from leakbed.core.declaration import Declaration
 from leakbed.defenses import registry as defenses
-from leakbed.reference.fields import rows, schema_rows, table
+from leakbed.reference.fields import param_rows, rows, table
 from leakbed.workers.introspect import for_workers, published
 
 INTRO = """# Catalog of attacks and defenses
@@ -39,7 +39,7 @@ def _attack(decl: Declaration) -> list[str]:
     if decl.builds_on:
         out.append(f"- **builds on:** {', '.join(decl.builds_on)}")
     out.append(f"- **distribution:** {decl.distribution or '?'} {decl.version}")
-    found = schema_rows(decl.params_schema, decl.params_defaults)
+    found = param_rows(decl.params.fields)
     out += ["", table(found) if found else "No parameters.", ""]
     return out
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from leakbed.core.param_schema import ParamField
 from leakbed.core.tables import markdown_table
 
 UNIT = re.compile(r"^(?P<text>.*?)\s*\[(?P<unit>[^\[\]]+)\]\.?\s*$", re.S)
@@ -83,37 +84,36 @@ def table(found: list[Row]) -> str:
     return markdown_table(["option", "type", "default", "unit", "bound", "description"], rows)
 
 
-SCHEMA_BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"),
-                 ("minLength", "length ≥"), ("maxLength", "length ≤"), ("minItems", "length ≥"), ("maxItems", "length ≤"))
-
-
-def _schema_type(prop: dict[str, Any]) -> str:
-    if "enum" in prop:
-        return "Literal[" + ", ".join(repr(v) for v in prop["enum"]) + "]"
-    if "anyOf" in prop:
-        return " | ".join(_schema_type(p) for p in prop["anyOf"])
-    if prop.get("type") == "array":
-        return f"list[{_schema_type(prop.get('items', {}))}]"
-    names = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "None"}
-    return names.get(prop.get("type", ""), "any")
-
-
-def schema_rows(schema: dict[str, Any], defaults: dict[str, Any], prefix: str = "") -> list[Row]:
-    """Every leaf field of a declared params schema (a plugin known as data: its model's JSON schema and defaults),
-    nested objects flattened into dotted keys."""
-    defs = schema.get("$defs", {})
+def param_rows(fields: tuple[ParamField, ...], prefix: str = "") -> list[Row]:
+    """Every leaf field of a declared params table (a plugin known as data, in leakbed's params language: its
+    fields, each with its default, unit and bounds), nested tables flattened into dotted keys."""
     out: list[Row] = []
-    for name, prop in schema.get("properties", {}).items():
-        key = f"{prefix}{name}"
-        if "$ref" in prop or ("allOf" in prop and "$ref" in prop["allOf"][0]):
-            ref = prop.get("$ref") or prop["allOf"][0]["$ref"]
-            nested = defs.get(ref.rsplit("/", 1)[-1], {})
-            out.extend(schema_rows({**nested, "$defs": defs}, defaults.get(name) or {}, f"{key}."))
+    for f in fields:
+        key = f"{prefix}{f.name}"
+        if f.type == "table":
+            out.extend(param_rows(f.fields, f"{key}."))
             continue
-        text, unit = split_unit(prop.get("description"))
-        value = defaults.get(name)
-        shown = repr(value) if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
-        bounds = [f"{sign} {prop[attr]:g}" if isinstance(prop[attr], float) else f"{sign} {prop[attr]}"
-                  for attr, sign in SCHEMA_BOUNDS if attr in prop]
-        out.append(Row(key, _schema_type(prop), shown, unit, ", ".join(bounds), text))
+        out.append(Row(key, param_type(f), _shown(f.default), f.unit, param_bounds(f), f.description))
     return out
+
+
+def param_type(f: ParamField) -> str:
+    """A declared field's type as the docs write it: ``int``, ``list[str]``, ``Literal['a', 'b']``, ``int | None``."""
+    text = f"Literal[{', '.join(repr(c) for c in f.choices)}]" if f.choices is not None else f.scalar
+    text = f"list[{text}]" if f.type == "list" else text
+    return f"{text} | None" if f.optional else text
+
+
+def param_bounds(f: ParamField) -> str:
+    """A declared field's bounds and lengths: ``≥ 1, ≤ 1000``, ``length ≤ 64``."""
+    signs = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("min_length", "length ≥"), ("max_length", "length ≤"))
+    parts = []
+    for attr, sign in signs:
+        value = getattr(f, attr)
+        if value is not None:
+            parts.append(f"{sign} {value:g}" if isinstance(value, float) else f"{sign} {value}")
+    return ", ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")

@@ -58,8 +58,10 @@ An attack's code, built-in or a plugin's, runs only in sandboxes, never in a tru
 - **its introspection**: trusted code learns the attack as a declaration (its name, params schema, needs, scorer,
   budget...), data returned by a sandbox that imports the module; declarations are cached per installed
   distribution (name, version, content hash), so a changed plugin is introspected again;
-- **its checks**: its parameters are checked against the declared JSON schema on the trusted side, and by its own
-  params model (validators) and `check` hook in a sandbox, before anything starts;
+- **its checks**: its parameters are checked against its declaration, in leakbed's own params language (see
+  [Parameters](#parameters-leakbeds-params-language)), on the trusted side, and by its own params model
+  (validators, constraints the language has no word for) and `check` hook in sandboxes, one per prior, before
+  anything starts;
 - **its own scorer**, if it has one: in a scoring sandbox (see [A plugin's own scorer](#a-plugins-own-scorer)).
 
 In its lane an attack reads its inputs at `/leakbed/inputs`, mounted read-only: trusted code writes them into the
@@ -98,6 +100,48 @@ side has it. Together they rebuild the model a device sent back from the global 
 {example}```
 
 The example runs in this page's test (`tests/docs/test_site.py`) against a small store.
+"""
+
+PARAMS_INTRO = """## Parameters: leakbed's params language
+
+An attack's `params` is a pydantic model (subclass `Params`), and pydantic code is plugin code: it runs only in a
+sandbox. Trusted code knows the model as a declaration in a small language of leakbed's own, which the
+introspection makes from the model's fields: each field's type, bounds, choices, lengths, default, and a description
+whose bracketed tail is its unit (`"neighbours [count]"`). Nothing else crosses: no pattern, no reference, no JSON
+Schema. leakbed's own code checks a config's `[attack.params.<name>]` against it, at a bounded cost (every size is
+capped, no regular expression runs, nothing is fetched), fills in the defaults, and refuses a wrong value in one
+line naming the key (exit 2). The same declaration feeds the [catalog](catalog.md), `leakbed validate` and the
+did-you-mean on a mistyped key.
+
+| a field written as | is declared as |
+|---|---|
+| `bool`, `int`, `float`, `str` | that type (an `int` also takes `2.0`; a `float` also takes `2`) |
+| `Field(ge=, gt=, le=, lt=)` | its bounds (numbers) |
+| `Field(min_length=, max_length=)` | its lengths (a string's characters, a list's items) |
+| `Literal["a", "b"]`, an `Enum` of strings or integers | its choices |
+| `list[X]`, `tuple[X, ...]` (X one of the four, maybe bounded or a `Literal`) | a list; bounds and choices hold for each item |
+| `X \\| None = None` | optional: left unset, it is `None` (TOML has no null; the frozen config leaves it out) |
+| a `Params` (or pydantic model) field | a table of its own fields, `[attack.params.<name>.<field>]` |
+
+A type the language has no word for is refused when the attack is introspected, in one line naming the field: a
+union other than `X | None`, a `dict`, a tuple of fixed length, `Any`, a list of lists or of tables, an optional
+table, an alias, an `Optional` field whose default is not `None`, a model whose own default breaks its bounds.
+What pydantic checks beyond the language (a string `pattern`, `multiple_of`, a `format` such as a path or a date,
+unique items) and the model's validators stay the model's: the attack is then marked as one that validates, and
+its check (below) runs the model over the run's table in a sandbox before anything starts. A pattern is never
+evaluated by trusted code.
+
+{limits}
+
+### A plugin's `check`
+
+`Attack.check(params, setting)` says why a run cannot serve the attack (one line), beyond its `needs`. It runs in
+a sandbox, once per prior, and sees that prior's knowledge only (`setting.prior`: the attacker's prior data; the
+corpus' shape, the model and the training the devices will do); where no attack of the run has a `check` hook, the
+params models run in one sandbox that sees no prior at all. What comes back is the params as the model made
+them, checked again against the declaration, and it must be the same for every prior: a check cannot carry what
+it saw of one prior into the parameters another prior's lanes get.
+
 """
 
 OUTPUTS_INTRO = """## What `predict` returns: the outputs of each scorer kind
@@ -539,6 +583,20 @@ def grouped(names: list[str]) -> list[tuple[str, list[str]]]:
     return [g for g in [*out, ("Other names", rest)] if g[1]]
 
 
+def params_limits() -> str:
+    """The language's keys (``core.param_schema.ParamField``, with their descriptions) and its caps, as two tables."""
+    from leakbed.core import param_schema as ps
+
+    keys = [[f"`{name}`", _cell(info.description or "")] for name, info in ps.ParamField.model_fields.items()]
+    caps = [["fields of one attack, nested tables' included", ps.MAX_FIELDS], ["tables within tables", ps.MAX_DEPTH],
+            ["choices of one field", ps.MAX_CHOICES], ["characters of a string value", ps.MAX_TEXT],
+            ["items of a list value", ps.MAX_ITEMS], ["a whole params table, as JSON [bytes]", ps.MAX_BYTES],
+            ["characters of a field's name (a Python identifier)", ps.MAX_NAME]]  # fmt: skip
+    return "\n".join(["A declared field, as trusted code holds it (`leakbed.core.param_schema.ParamField`):", "",
+                      markdown_table(["key", "what it says"], keys), "", "leakbed's caps (a declaration or a value past "
+                      "them is refused):", "", markdown_table(["what", "at most"], caps)])
+
+
 def page() -> str:
     import leakbed.plugin as plugin
 
@@ -553,6 +611,7 @@ def page() -> str:
         parts += [f"### {title}", "", ", ".join(f"[`{n}`](#{n.lower()})" for n in names), ""]
         for name in names:
             parts += ["#" + line if line.startswith("### ") else line for line in document_name(plugin, name)]
+    parts.append(PARAMS_INTRO.format(limits=params_limits()))
     parts += kinds_section()
     fields = [[f"`{f}`", _cell(v), _cell(w)] for f, v, w in TRUTH_FIELDS]
     truth = markdown_table(["field", "value per update", "sealed when"], fields)

@@ -1,10 +1,14 @@
-"""The attacks' own checks before a run starts, run in a sandbox (``workers.inside.check``): what their declared
-schema cannot say (a params model's validators, an attack's ``check`` hook against the data and the training).
+"""The attacks' own checks before a run starts, run in sandboxes (``workers.inside.check``): what their declaration
+cannot say (a params model's validators and constraints beyond leakbed's params language, an attack's ``check``
+hook against the data and the training).
 
-Trusted code writes, per prior, what those checks need into a fresh folder (the attacker's knowledge and the run's
-facts as JSON), mounts it read-only in a sandbox without a store or a network, and reads the reply as bounded JSON:
-each attack's params as its own model normalised them (checked again against the declared schema), or one line.
-Only attacks that declare such checks (``Declaration.validates``) pay for the sandbox.
+A check sees only what it needs: the attacks' params tables, and one prior's knowledge at a time. Trusted code
+writes, for each prior, that prior's knowledge and the run's facts as JSON into a fresh folder of its own and runs
+one sandboxed call per prior (without a store or a network), each mounting only its folder, read-only; where no
+attack has a check hook, one call sees no prior at all. Each reply is hostile data: read bounded, each attack's
+normalised params checked again against its declaration (``core.param_schema``), and they must be the same for
+every prior: a check cannot carry what it saw of one prior into the parameters another prior's lanes get.
+Only attacks that declare such checks (``Declaration.validates``) pay for the sandboxes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +28,7 @@ from leakbed.workers.one_shot import NoAnswer, call_inside
 from leakbed.workers.sandbox import Limits, available
 
 DEADLINE = 300.0  # [s]
-MAX_REPLY = 4 << 20
+MAX_REPLY = 2 << 20  # bytes of one call's reply: normalised tables (each at most core.param_schema.MAX_BYTES) and lines
 
 
 @dataclass(frozen=True)
@@ -46,34 +51,67 @@ def own_checks(
     limits: Limits | None,
 ) -> dict[str, dict[str, Any]]:
     """``tables`` with each attack that declares checks of its own normalised by its model; ParamsError (one line)
-    for the first attack they refuse."""
+    for the first attack they refuse (in the suite's order, then the priors'), or whose normalised params differ
+    between priors."""
     names = [n for n in tables if declarations[n].validates]
     if not names:
         return tables
+    request = {n: tables[n] for n in names}
+    hooked = any(declarations[n].check_hook for n in names)
+    calls: list[str | None] = list(priors) if hooked and priors else [None]  # None: no prior's data at all
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = {rule: pool.submit(_one_call, request, rule, priors.get(rule) if rule else None, limits) for rule in calls}
+        replies = {rule: future.result() for rule, future in futures.items()}
+    out = dict(tables)
+    for name in names:
+        seen: dict[str | None, dict[str, Any]] = {}
+        for rule, doc in replies.items():
+            if name in doc["errors"]:
+                raise ParamsError(words(str(doc["errors"][name]), 400))
+            normalised = doc["params"].get(name)
+            if not isinstance(normalised, dict):
+                raise ParamsError(f"attack.params.{name}: its own check returned no parameters")
+            seen[rule] = check_params(declarations[name], normalised, f"attack.params.{name}")
+        out[name] = _same(name, seen)
+    return out
+
+
+def _same(name: str, seen: dict[str | None, dict[str, Any]]) -> dict[str, Any]:
+    """The one table every prior's check returned; ParamsError naming the first key where two priors' differ."""
+    (first, table), *others = seen.items()
+    for rule, other in others:
+        if _canonical(other) != _canonical(table):
+            keys = sorted(set(table) | set(other))
+            key = next(k for k in keys if _canonical(table.get(k)) != _canonical(other.get(k)))
+            raise ParamsError(
+                f"attack.params.{name}.{key}: its own check returned a different value for prior {rule!r} than for "
+                f"prior {first!r}; a check's parameters may not depend on the prior"
+            )
+    return table
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=False)
+
+
+def _one_call(
+    request: dict[str, dict[str, Any]], rule: str | None, prior: tuple[AttackerKnowledge, RunFacts] | None, limits: Limits | None
+) -> dict:
+    """One sandboxed call over ``request`` with one prior's knowledge and facts (or none): its checked reply."""
     folder = Path(tempfile.mkdtemp(prefix="leakbed-check-"))
     try:
         inputs = folder / "in"
         inputs.mkdir(mode=0o755)
-        for rule, (knowledge, facts) in priors.items():
-            knowledge.save(inputs / rule)
-            (inputs / rule / "setting.json").write_text(json.dumps(asdict(facts)), encoding="utf-8")
-        request = {"attacks": {n: tables[n] for n in names}, "priors": list(priors)}
-        (inputs / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        if prior is not None:
+            knowledge, facts = prior
+            knowledge.save(inputs / "prior")
+            (inputs / "prior" / "setting.json").write_text(json.dumps(asdict(facts)), encoding="utf-8")
+        (inputs / "request.json").write_text(json.dumps({"attacks": request, "prior": rule}), encoding="utf-8")
         for path in [inputs, *inputs.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        doc = _reply(_run(inputs, limits))
+        return _reply(_run(inputs, limits))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    errors = doc["errors"]
-    out = dict(tables)
-    for name in names:
-        if name in errors:
-            raise ParamsError(words(str(errors[name]), 400))
-        normalised = doc["params"].get(name)
-        if not isinstance(normalised, dict):
-            raise ParamsError(f"attack.params.{name}: its own check returned no parameters")
-        out[name] = check_params(declarations[name], normalised, f"attack.params.{name}")
-    return out
 
 
 def _run(inputs: Path, limits: Limits | None) -> bytes:

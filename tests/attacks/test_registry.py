@@ -1,7 +1,7 @@
 """Attacks are found through the entry-point group ``leakbed.attacks``; a broken or ill-declared plugin is one line.
 What trusted code knows of one is its declaration (``registry.declare``, data): its params are checked against the
-declared schema (``core.declaration.check_params``) and the run against its declared needs (``core.declaration.unmet``)
-without importing it."""
+declared fields, in leakbed's params language (``core.declaration.check_params``), and the run against its declared
+needs (``core.declaration.unmet``), without importing it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from leakbed.attacks import registry
 from leakbed.attacks.contract import Attack, Needs, Params, Setting
 from leakbed.core.data.corpus import Corpus, UserData
 from leakbed.core.declaration import Declaration, ParamsError, Scoring, check_params, needs_of, reid_names, unmet
+from leakbed.core.param_schema import ParamField
 
 
 class GoodParams(Params):
@@ -127,9 +128,12 @@ def test_a_plugin_declares_itself_as_data(monkeypatch):
     good = registry.declare("good")
     # the old "module:function" scorer: its own, in the scoring sandbox, given who sent each update and when
     assert good.scoring == Scoring(kind="plugin", function="tests.attacks.test_registry:score", truth=("user_id", "round"))
-    assert good.params_defaults == {"rounds": 3} and good.params_schema["properties"]["rounds"]["maximum"] == 10
-    assert not good.validates and good.family == "other" and good.needs == Needs() and not good.on_round
-    assert registry.declare("strict").validates  # its own validator runs in a sandbox before the run starts
+    assert good.params_defaults == {"rounds": 3} and good.params.field("rounds") == ParamField(
+        name="rounds", type="int", default=3, ge=1, le=10, description="rounds", unit="count"
+    )  # leakbed's params language, not the model's JSON schema
+    assert not good.validates and not good.check_hook and good.family == "other" and good.needs == Needs() and not good.on_round
+    strict = registry.declare("strict")
+    assert strict.validates and not strict.check_hook  # its own validator runs in a sandbox before the run starts
 
 
 def test_params_are_checked_against_the_declared_schema_in_one_line(monkeypatch):
@@ -163,9 +167,7 @@ def _setting(
 
 
 def _declared(needs: Needs) -> Declaration:
-    return Declaration(
-        name="needy", params_schema={"type": "object"}, params_defaults={}, needs=needs, scoring=Scoring(kind="reid")
-    )
+    return Declaration(name="needy", needs=needs, scoring=Scoring(kind="reid"))
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ class Update:
 
 
 def declaration(name: str, scoring: Scoring) -> Declaration:
-    return Declaration(name=name, params_schema={"type": "object", "properties": {}}, params_defaults={}, scoring=scoring)
+    return Declaration(name=name, scoring=scoring)
 
 
 def write_run(tmp: Path, updates: list[Update]) -> RunLayout:

@@ -134,7 +134,7 @@ def test_referee_scores_predictions(tmp_path):
     np.save(outputs / "mlp.given.npy", ids)
     cfg = build_config({})
     reid = Scoring(kind="reid")
-    mlp = Declaration(name="mlp", family="reid", params_schema={"type": "object"}, params_defaults={}, scoring=reid)
+    mlp = Declaration(name="mlp", family="reid", scoring=reid)
     ctx = ScoreContext("mlp", "mlp", {}, mlp.scoring, referee, store, cfg, "random", tmp_path, outputs, {"ab": {"a", "b"}})
     m = score_one(mlp, ctx)  # kind reid: referee.score_reid, the re-identification family's
     assert m["top1"] == 0.75 and set(m["per_round"]) == {1, 2} and m["per_round"][1]["top1"] == 1.0

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from leakbed.core.declaration import Declaration, Scoring
+from leakbed.core.param_schema import ParamField, ParamSchema
 from leakbed.core.processes import marked
 from leakbed.workers import one_shot, scoring
 from leakbed.workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, code_root
@@ -147,7 +148,7 @@ def mark(plugin: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def decl(name: str, function: str, truth: tuple[str, ...] = ("user_id", "round")) -> Declaration:
     """The attack as trusted code knows it (its declaration: data, never its module)."""
-    return Declaration(name=name, params_schema={"type": "object"}, params_defaults={"top": 1},
+    return Declaration(name=name, params=ParamSchema(fields=(ParamField(name="top", type="int", default=1, ge=1, le=10),)),
                        scoring=Scoring(kind="plugin", function=f"lbscore.attack:{function}", truth=truth))
 
 

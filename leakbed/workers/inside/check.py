@@ -1,10 +1,12 @@
-"""An attack's own checks before a run starts, inside a sandbox: its params model's validators and its ``check`` hook.
+"""An attack's own checks before a run starts, inside a sandbox: its params model (its validators, and whatever
+constraint leakbed's params language has no word for) and its ``check`` hook, over one prior at a time.
 
 ``python -m workers.inside.check --out FD --inputs DIR``: ``DIR/request.json`` names each attack with its params
-table (already checked against its declared schema by trusted code) and, per prior, a folder holding the
-attacker's knowledge (its prior data, the corpus' shape) and ``setting.json`` (the training the devices will do).
-The reply, to the pipe ``FD``: each attack's params as its own model normalised them, or one line saying why the
-run cannot serve it.
+table (already checked against its declaration by trusted code) and the prior this call serves, if any; that
+prior's folder ``DIR/prior`` holds the attacker's knowledge of it (its prior data, the corpus' shape) and
+``setting.json`` (the training the devices will do). Nothing of any other prior is here: one sandboxed call per
+prior (``workers.checks``). Without a prior, only the params models run (no hook sees any data). The reply, to the
+pipe ``FD``: each attack's params as its own model normalised them, or one line saying why the run cannot serve it.
 """
 
 from __future__ import annotations
@@ -28,28 +30,30 @@ def _one_line(err: BaseException, where: str) -> str:
     return f"{where}: {text}"[:500]
 
 
-def check(inputs: Path) -> dict:
-    from leakbed.attacks import registry
+def _setting(folder: Path) -> object:
     from leakbed.core.declaration import Setting
     from leakbed.core.knowledge import AttackerKnowledge
 
+    facts = json.loads((folder / "setting.json").read_text(encoding="utf-8"))
+    knowledge = AttackerKnowledge.load(folder)
+    return Setting(
+        source=facts["source"], corpus=knowledge.corpus_meta, prior=knowledge.prior, model=facts["model"],
+        parameters=tuple(facts["parameters"]), optimizer=facts["optimizer"], momentum=float(facts["momentum"]),
+        local_steps=int(facts["local_steps"]), secure_aggregation=bool(facts["secure_aggregation"]),
+    )  # fmt: skip
+
+
+def check(inputs: Path) -> dict:
+    from leakbed.attacks import registry
+
     request = json.loads((inputs / "request.json").read_text(encoding="utf-8"))
-    settings = []
-    for rule in request["priors"]:
-        folder = inputs / rule
-        facts = json.loads((folder / "setting.json").read_text(encoding="utf-8"))
-        knowledge = AttackerKnowledge.load(folder)
-        settings.append(Setting(
-            source=facts["source"], corpus=knowledge.corpus_meta, prior=knowledge.prior, model=facts["model"],
-            parameters=tuple(facts["parameters"]), optimizer=facts["optimizer"], momentum=float(facts["momentum"]),
-            local_steps=int(facts["local_steps"]), secure_aggregation=bool(facts["secure_aggregation"]),
-        ))  # fmt: skip
+    setting = _setting(inputs / "prior") if request.get("prior") else None
     out: dict = {"params": {}, "errors": {}}
     for name, table in request["attacks"].items():
         where = f"attack.params.{name}"
         try:
             params = registry.params_of(name, table)
-            for setting in settings:
+            if setting is not None:
                 why = registry.attack(name).check(params, setting)
                 if why:
                     raise ValueError(str(why))
