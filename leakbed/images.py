@@ -6,8 +6,10 @@ registry is reachable, a Debian bookworm root file system (debootstrap, Debian's
 ``localhost/leakbed-debian``, Flower's three entry points are pip-installed on it
 (``leakbed/deploy/base/flwr.Dockerfile``) and Prometheus comes from Debian's package; there is no Grafana.
 Every build passes an optional CA bundle as the build secret ``ca`` so pip works behind a
-TLS-inspecting proxy, and the dependency layer depends on ``pyproject.toml`` alone, so a code
-change rebuilds only the layers after it (see ``leakbed/deploy/docker/app.Dockerfile``).
+TLS-inspecting proxy. The app images are built from a context staged from the installed package
+(``leakbed.build_context``: its pinned requirements and the package as a wheel), never from a checkout;
+their dependency layer depends on the pins alone, so a code change rebuilds only the layers after it
+(see ``leakbed/deploy/docker/app.Dockerfile``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 import ssl
 import subprocess
-import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from leakbed import build_context
 from leakbed.engine import Engine, EngineError, machine_lock
 from leakbed.package_data import DEPLOY
 
-ROOT = Path(__file__).resolve().parents[1]
 FLWR_VERSION = "1.42.0"
 APP_IMAGE = "localhost/leakbed-app:0.1.0"
 APP_CUDA_IMAGE = "localhost/leakbed-app-cuda:0.1.0"
@@ -104,35 +106,12 @@ def image_exists(engine: Engine, tag: str) -> bool:
 
 def _build(engine: Engine, dockerfile: Path, context: Path, tag: str, args: dict[str, str], quiet: bool) -> None:
     argv = ["build", "-f", str(dockerfile), "-t", tag]
-    ignore = dockerfile.with_name(dockerfile.name + ".dockerignore")
-    if engine.name == "podman" and ignore.exists():
-        argv += ["--ignorefile", str(ignore)]  # Docker's BuildKit finds <Dockerfile>.dockerignore itself
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
     ca = ca_bundle()
     if ca is not None:
         argv += ["--secret", f"id=ca,src={ca}"]
     engine.run(*argv, str(context), capture=quiet)
-
-
-PLUGIN_WHEELS = DEPLOY / "plugins"
-
-
-def plugin_wheels(plugins: Sequence[Path]) -> list[Path]:
-    """A wheel of each plugin package (a folder with its own pyproject.toml) in ``leakbed/deploy/plugins``, where the app
-    image installs them after leakbed; the wheels of an earlier build are removed first. EngineError (one line)
-    for a folder that is no package or does not build."""
-    for old in PLUGIN_WHEELS.glob("*.whl"):
-        old.unlink()
-    for folder in plugins:
-        if not (Path(folder) / "pyproject.toml").is_file():
-            raise EngineError(f"--plugin {folder}: not a Python package (no pyproject.toml)")
-        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(PLUGIN_WHEELS)]
-        out = subprocess.run([*argv, str(folder)], capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
-            raise EngineError(f"--plugin {folder}: its wheel did not build{': ' + tail[0] if tail else ''}")
-    return sorted(PLUGIN_WHEELS.glob("*.whl"))
 
 
 def build(
@@ -146,13 +125,22 @@ def build(
     """Build what ``images`` needs, the app image with the ``plugins`` packages installed; returns seconds per image
     (layer caches make rebuilds quick). One build at a time on a machine: a second waits, then finds every layer
     cached."""
-    with machine_lock("build"):
-        for wheel in plugin_wheels(plugins):
+    with machine_lock("build"), tempfile.TemporaryDirectory(prefix="leakbed-build-") as tmp:
+        context = Path(tmp)
+        try:
+            wheels = build_context.stage(context, plugins)
+        except build_context.ContextError as err:
+            raise EngineError(str(err)) from None
+        for wheel in wheels[1:]:
             say(f"plugin: {wheel.name}")
-        return _build_all(engine, images, gpu, quiet, say)
+        return _build_all(engine, images, gpu, quiet, say, context)
 
 
-def _build_all(engine: Engine, images: Images, gpu: bool, quiet: bool, say: Callable[[str], None]) -> dict[str, float]:
+def _build_all(
+    engine: Engine, images: Images, gpu: bool, quiet: bool, say: Callable[[str], None], staged: Path
+) -> dict[str, float]:
+    """Each image in turn: the offline bases (their folder of the package as context), then the app images on the
+    ``staged`` context."""
     local = images.base == "local"
     base_dir, docker_dir = DEPLOY / "base", DEPLOY / "docker"
     # (tag, Dockerfile, context, build args); PyTorch's index is a registry too: offline, PyPI's (CUDA) torch runs on CPU
@@ -171,12 +159,12 @@ def _build_all(engine: Engine, images: Images, gpu: bool, quiet: bool, say: Call
         (
             APP_IMAGE,
             docker_dir / "app.Dockerfile",
-            ROOT,
+            staged,
             {"BASE_IMAGE": images.superexec, **({"TORCH_INDEX": ""} if local else {})},
         )
     )
     if gpu:
-        steps.append((APP_CUDA_IMAGE, docker_dir / "app-cuda.Dockerfile", ROOT, {"BASE_IMAGE": DEBIAN_IMAGE} if local else {}))
+        steps.append((APP_CUDA_IMAGE, docker_dir / "app-cuda.Dockerfile", staged, {"BASE_IMAGE": DEBIAN_IMAGE} if local else {}))
     timings: dict[str, float] = {}
     if local and not image_exists(engine, DEBIAN_IMAGE):
         say(f"building {DEBIAN_IMAGE} (debootstrap) …")

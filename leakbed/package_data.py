@@ -17,6 +17,7 @@ def _folder(name: str) -> Path:
     return Path(str(files("leakbed").joinpath(name)))
 
 
+PACKAGE = _folder("")  # the installed package's own folder
 CONFIGS = _folder("configs")
 DEPLOY = _folder("deploy")
 

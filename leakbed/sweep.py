@@ -25,6 +25,7 @@ from leakbed.core.config import ConfigError, ExperimentConfig, build_config, rea
 from leakbed.core.declaration import reid_names
 from leakbed.core.tables import markdown_table
 from leakbed.defenses.registry import params_of
+from leakbed.package_data import config_file
 from leakbed.preflight import declarations
 from leakbed.report import ATTACKER_LABELS, load_runs
 
@@ -107,8 +108,9 @@ def _grid_of(index: int, raw: Any) -> Grid:
 
 
 def read_sweep_file(path: str | Path) -> tuple[dict, list[str], list[Grid]]:
-    """A sweep file: ``[sweep]`` with ``config`` (experiment TOML, relative to this file), ``set`` and
-    ``[[sweep.grid]]``; returns the base experiment tree, its overrides and the grids."""
+    """A sweep file: ``[sweep]`` with ``config`` (experiment TOML, relative to this file; else a built-in config's
+    name, so a copy of a built-in sweep, ``leakbed init``, still finds its base), ``set`` and ``[[sweep.grid]]``;
+    returns the base experiment tree, its overrides and the grids."""
     tree = read_tree(path)
     sweep = tree.get("sweep")
     if not isinstance(sweep, dict) or set(tree) != {"sweep"}:
@@ -117,7 +119,8 @@ def read_sweep_file(path: str | Path) -> tuple[dict, list[str], list[Grid]]:
     if unknown:
         raise ConfigError(f"{path}: unknown sweep key {sorted(unknown)[0]!r} (config, set, grid)")
     config = sweep.get("config", "")
-    base = read_tree(Path(path).parent / config) if config else {}
+    beside = Path(path).parent / config
+    base = read_tree(beside if beside.exists() else config_file(config)) if config else {}
     sets = sweep.get("set", [])
     if not isinstance(sets, list) or not all(isinstance(x, str) for x in sets):
         raise ConfigError(f"{path}: sweep.set is a list of KEY=VALUE strings")

@@ -11,7 +11,7 @@ import typer
 import typer.core
 from typer.models import ArgumentInfo
 
-from leakbed.commands import analyze, compose, deploy, run, sandbox, sweep
+from leakbed.commands import analyze, compose, deploy, init, run, sandbox, sweep
 
 
 class _PlainHelp:
@@ -52,6 +52,7 @@ app = typer.Typer(
 COMMANDS = (
     ("run", run.run, "run an experiment in the Ray simulation", {}),
     ("validate", run.validate, "check a config and its data, print the frozen config", {}),
+    ("init", init.init, "write an editable copy of a built-in config to start from; --list names them", {}),
     ("sweep", sweep.sweep, "run a grid of variants (e.g. defense strengths); resumable; privacy-utility report", {}),
     ("attack-worker", sandbox.attack_worker, "a remote attack worker: mutual TLS on TCP, the attack code in the sandbox", {}),
     ("sandbox-run", sandbox.sandbox_run, "run a program in exactly the sandbox an attack's lane gets, over a store folder",

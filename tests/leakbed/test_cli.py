@@ -17,10 +17,11 @@ from leakbed import cli, console
 from leakbed.commands import compose as compose_command
 from leakbed.commands import experiment, sandbox
 
-# every command and its arguments (<positional>) and options, as the argparse CLI had them
+# every command and its arguments (<positional>) and options, as the argparse CLI had them (and init, added since)
 TREE = {
     "run": "<config> --set --out --ray-address",
     "validate": "<config> --set",
+    "init": "<name> --out --list",
     "sweep": "<config> --grid --set --out --ray-address",
     "attack-worker": "--port --socket --store --host --ssl-certfile --ssl-keyfile --ssl-ca-certfile --insecure --sandbox "
     "--memory-mb --log-dir --warm",
@@ -159,6 +160,72 @@ def test_feature_inference_is_run_with_the_reconstruction_suite(monkeypatch, tmp
     assert cli.main(["feature-inference", "--set", "fl.rounds=1", "--out", str(tmp_path / "o")]) == 2
     assert seen[0].attack.suite == ["feature-inference", "dlg", "inverting-gradients"] and seen[0].fl.rounds == 1
     assert capsys.readouterr().err == "leakbed: error: stop\n"
+
+
+# --- built-in configs: by name, and an editable copy (leakbed init) ---------------------------------------------------
+
+
+def test_init_lists_writes_a_copy_and_never_overwrites(capsys, monkeypatch, tmp_path) -> None:
+    from leakbed.package_data import CONFIGS, config_names
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == config_names() and len(listed) >= 20
+    assert next(line for line in listed if line.startswith("quickstart ")).split(None, 1)[1].startswith("The quickstart")
+    assert not list(tmp_path.iterdir())  # --list writes nothing
+    assert cli.main(["init"]) == 0  # the quickstart, as ./quickstart.toml
+    assert (tmp_path / "quickstart.toml").read_bytes() == (CONFIGS / "quickstart.toml").read_bytes()
+    assert "leakbed run ./quickstart.toml" in capsys.readouterr().err
+    (tmp_path / "quickstart.toml").write_text("# mine\n")
+    assert cli.main(["init", "quickstart"]) == 2
+    assert capsys.readouterr().err == "leakbed: error: quickstart.toml: exists; refusing to overwrite it (--out another path)\n"
+    assert (tmp_path / "quickstart.toml").read_text() == "# mine\n"
+    assert cli.main(["init", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("leakbed: error: nope: no built-in config of that name (one of active-property, ")
+    assert cli.main(["init", "sweep-synthetic.toml", "--out", "mine/s.toml"]) == 2  # no such folder: nothing written
+    assert capsys.readouterr().err == "leakbed: error: --out mine/s.toml: no such folder mine\n"
+    assert cli.main(["init", "sweep-synthetic", "--out", "s.toml"]) == 0
+    assert "leakbed sweep ./s.toml" in capsys.readouterr().err
+
+
+def test_a_copied_sweep_finds_its_built_in_base_and_its_points_are_the_originals(tmp_path) -> None:
+    """``leakbed init sweep-synthetic`` copies the sweep file alone: its ``config = "quickstart.toml"`` is not beside
+    it, so the built-in config of that name is its base, as for the original."""
+    from leakbed.package_data import CONFIGS
+    from leakbed.sweep import grid_points, read_sweep_file
+
+    (tmp_path / "s.toml").write_bytes((CONFIGS / "sweep-synthetic.toml").read_bytes())
+    copy, original = read_sweep_file(tmp_path / "s.toml"), read_sweep_file(CONFIGS / "sweep-synthetic.toml")
+    assert copy == original and copy[0]["name"] == "quickstart"
+    assert list(grid_points(*copy[:2], None, copy[2])) == list(grid_points(*original[:2], None, original[2]))
+    (tmp_path / "quickstart.toml").write_text('name = "mine"\n')  # one beside it comes first
+    assert read_sweep_file(tmp_path / "s.toml")[0] == {"name": "mine"}
+
+
+def test_a_config_argument_is_a_path_first_then_a_built_in_name(monkeypatch, tmp_path) -> None:
+    from leakbed.core.config import ConfigError
+    from leakbed.package_data import CONFIGS, config_file
+
+    monkeypatch.chdir(tmp_path)
+    assert config_file(None) is None and config_file("") is None
+    assert config_file("quickstart") == config_file("quickstart.toml") == CONFIGS / "quickstart.toml"
+    (tmp_path / "quickstart").write_text('name = "here"\n')  # a file of that name here wins
+    assert config_file("quickstart") == Path("quickstart")
+    for bad in ("nope", "sub/quickstart.toml", "./quickstart.toml"):
+        with pytest.raises(ConfigError, match="no such config file, and no built-in config of that name"):
+            config_file(bad)
+
+
+def test_run_and_validate_take_a_built_in_config_by_name(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["validate", "iid-control", "--set", "fl.rounds=2"]) == 0
+    frozen = capsys.readouterr().out
+    assert 'name = "iid-control"' in frozen and "rounds = 2" in frozen
+    assert cli.main(["run", "no-such-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("leakbed: error: no-such-config: no such config file") and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists()  # refused before anything was written
 
 
 # --- commands printed for the user -----------------------------------------------------------------------------------

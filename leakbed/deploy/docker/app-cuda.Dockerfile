@@ -2,13 +2,9 @@
 # runtime libraries; the host's NVIDIA driver comes in through the compose device reservation.
 # Flower's images are CPU only, so this one starts from a plain Python 3.11 (BASE_IMAGE: the
 # official python image by default, the Debian base of leakbed/deploy/base/debian-rootfs.sh where no
-# registry is reachable) and runs as Flower's uid 49999. `leakbed compose build --gpu` builds it.
+# registry is reachable) and runs as Flower's uid 49999. `leakbed compose build --gpu` builds it, on the
+# context it stages from the installed package (see app.Dockerfile).
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm
-
-# The pinned dependencies as a plain list (see app.Dockerfile).
-FROM ${BASE_IMAGE} AS requirements
-COPY pyproject.toml leakbed/deploy/docker/requirements.py /tmp/
-RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
 
 FROM ${BASE_IMAGE}
 
@@ -30,7 +26,7 @@ RUN python3 -m venv /home/app/venv
 # Dependencies first, from the list alone: this layer is reused until a pin changes (a code change
 # rebuilds only the layers after it), and pip's cache mount keeps the wheels when one does. The
 # optional build secret `ca` (a CA bundle) lets pip through a TLS-inspecting proxy.
-COPY --from=requirements --chown=app:app /tmp/requirements.txt ./
+COPY --chown=app:app requirements.txt ./
 # Every dependency is pinned exactly (==) in pyproject.toml, which hadolint cannot see (DL3013).
 # hadolint ignore=DL3013,DL3042
 RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
@@ -38,12 +34,9 @@ RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && python -m pip install --cache-dir /tmp/pip-cache -r requirements.txt
 
-COPY --chown=app:app pyproject.toml README.md ./
-COPY --chown=app:app leakbed leakbed
-# third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
-COPY --chown=app:app leakbed/deploy/plugins plugins
-RUN python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
-    && if ls plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps plugins/*.whl; fi
+# leakbed (the installed package, as a wheel) and the plugins (`leakbed compose build --plugin PATH`)
+COPY --chown=app:app wheels wheels
+RUN python -m pip install --no-cache-dir --no-deps wheels/*.whl
 
 ENV LEAKBED_HOME=/data \
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \

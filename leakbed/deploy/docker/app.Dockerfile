@@ -1,18 +1,13 @@
 # The leakbed app image (CPU): Flower's SuperExec with leakbed and its pinned dependencies.
 # One image serves the ServerApp SuperExec, every ClientApp SuperExec and the attack workers.
-# `leakbed compose build` builds it; by hand, from the repository root:
-#   docker build -f leakbed/deploy/docker/app.Dockerfile -t leakbed-app:0.1.0 .
+# `leakbed compose build` builds it from a context it stages from the installed package (leakbed.build_context):
+# requirements.txt (the installed leakbed's pins) and wheels/ (leakbed repacked from its installed files, and a
+# wheel of each `--plugin` package). No checkout is needed, and nothing else is sent.
 # BASE_IMAGE: Flower's official SuperExec image by default; where no registry is reachable,
 # `leakbed compose build --base local` passes a Flower base built from Debian packages
 # (leakbed/deploy/base/flwr.Dockerfile). TORCH_INDEX: an extra package index for torch (PyTorch's CPU
 # wheels by default; empty = PyPI's CUDA build, which also runs on CPU).
 ARG BASE_IMAGE=flwr/superexec:1.42.0-py3.11-ubuntu24.04
-
-# The pinned dependencies as a plain list: the next stage copies only this file, so its
-# dependency layer is rebuilt when a pin changes, not when any other line of pyproject.toml does.
-FROM ${BASE_IMAGE} AS requirements
-COPY pyproject.toml leakbed/deploy/docker/requirements.py /tmp/
-RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
 
 FROM ${BASE_IMAGE}
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -30,7 +25,7 @@ WORKDIR /app
 # Dependencies first, from the list alone: this layer is reused until a pin changes (a code change
 # rebuilds only the layers after it), and pip's cache mount keeps the wheels when one does. The
 # optional build secret `ca` (a CA bundle) lets pip through a TLS-inspecting proxy.
-COPY --from=requirements --chown=app:app /tmp/requirements.txt ./
+COPY --chown=app:app requirements.txt ./
 # Every dependency is pinned exactly (==) in pyproject.toml, which hadolint cannot see (DL3013).
 # hadolint ignore=DL3013,DL3042
 RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
@@ -38,12 +33,9 @@ RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && python -m pip install --cache-dir /tmp/pip-cache ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} -r requirements.txt
 
-COPY --chown=app:app pyproject.toml README.md ./
-COPY --chown=app:app leakbed leakbed
-# third-party plugins (leakbed compose build --plugin PATH builds their wheels here): installed after leakbed
-COPY --chown=app:app leakbed/deploy/plugins plugins
-RUN python -m pip install --no-cache-dir --no-deps --no-build-isolation . \
-    && if ls plugins/*.whl >/dev/null 2>&1; then python -m pip install --no-cache-dir --no-deps plugins/*.whl; fi
+# leakbed (the installed package, as a wheel) and the plugins (`leakbed compose build --plugin PATH`)
+COPY --chown=app:app wheels wheels
+RUN python -m pip install --no-cache-dir --no-deps wheels/*.whl
 
 ENV LEAKBED_HOME=/data \
     FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 \
