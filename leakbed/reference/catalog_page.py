@@ -1,5 +1,6 @@
-"""The catalog of attacks and defenses: every plugin published under ``leakbed.attacks`` and
-``leakbed.defenses`` in this environment, with its source, threat model and parameters.
+"""The catalog of leakbed's own attacks and defenses (published under ``leakbed.attacks`` and ``leakbed.defenses`` by
+the ``leakbed`` distribution), with their source, threat model and parameters. Plugins installed beside leakbed are
+left out: the page is committed (``docs/reference/catalog.md``) and must not depend on the environment that wrote it.
 
 Attacks are known here as their declarations (a sandboxed introspection: ``workers.introspect``), never by
 importing their modules; defenses by their registry (device code, which the docs build may import).
@@ -7,20 +8,25 @@ importing their modules; defenses by their registry (device code, which the docs
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 from leakbed.core.config import WorkersConfig
 from leakbed.core.declaration import Declaration
+from leakbed.core.entry_points import distribution_of
 from leakbed.defenses import registry as defenses
 from leakbed.reference.fields import param_rows, rows, table
-from leakbed.workers.introspect import for_workers, published
+from leakbed.workers.introspect import for_workers
+
+BUILTIN = "leakbed"  # the distribution whose plugins the page lists
 
 INTRO = """# Catalog of attacks and defenses
 
-Every attack and defense published in this environment under the entry-point groups `leakbed.attacks`
-and `leakbed.defenses` (leakbed's own, and any plugin package installed beside it: see
-[Write an attack plugin](../tutorials/attack-plugin.md), [Write a defense plugin](../tutorials/defense-plugin.md)
-and the [plugin API](plugin-api.md), which lists each scorer kind with the outputs it expects). Name an
-attack in `attack.suite` and set its parameters under `[attack.params.<name>]`; name a defense in
-`[[defenses]]` with its parameters beside `name`, `fraction` and `users`.
+Every attack and defense leakbed ships, published under the entry-point groups `leakbed.attacks` and
+`leakbed.defenses` as any plugin package publishes its own (see [Write an attack plugin](../tutorials/attack-plugin.md),
+[Write a defense plugin](../tutorials/defense-plugin.md) and the [plugin API](plugin-api.md), which lists each scorer
+kind with the outputs it expects); a plugin installed beside leakbed is named the same way. Name an attack in
+`attack.suite` and set its parameters under `[attack.params.<name>]`; name a defense in `[[defenses]]` with its
+parameters beside `name`, `fraction` and `users`.
 
 *Generated from the plugins' declarations (learnt in a sandbox) by `leakbed/reference/catalog_page.py`.*
 """
@@ -52,12 +58,17 @@ def _defense(name: str, cls: type) -> list[str]:
     return out
 
 
+def builtin(group: str) -> list[str]:
+    """The names the ``leakbed`` distribution publishes under ``group`` (nothing is imported)."""
+    return sorted({ep.name for ep in entry_points(group=group) if distribution_of(ep) == BUILTIN})
+
+
 def page() -> str:
     parts = [INTRO, "## Attacks", ""]
-    declarations = for_workers(WorkersConfig()).declarations(sorted(published()))
+    declarations = for_workers(WorkersConfig()).declarations(builtin("leakbed.attacks"))
     for decl in declarations.values():
         parts += _attack(decl)
     parts += ["## Defenses", ""]
-    for name in defenses.names():
+    for name in builtin(defenses.GROUP):
         parts += _defense(name, type(defenses.defense(name)))
     return "\n".join(parts)

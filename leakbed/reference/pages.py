@@ -1,5 +1,6 @@
-"""The generated reference pages: the docs build's hook (``docs/hooks/reference.py``) adds them to every build
-as generated files, so they are never written into (nor committed in) the checkout's ``docs/`` folder."""
+"""The generated reference pages, committed under ``docs/reference/`` so they can be read without building the docs
+(on the repository's web view, in a checkout); the docs build uses the committed files. A test fails when a committed
+page differs from what the code generates; ``scripts/reference_pages.py`` rewrites them."""
 
 from __future__ import annotations
 
@@ -18,18 +19,24 @@ PAGES = {
 
 
 def generate() -> dict[str, str]:
-    """Every generated page's markdown, by its file name under the site's ``reference/`` folder."""
+    """Every generated page's markdown, by its file name under ``docs/reference/``."""
     return {name: make() for name, make in PAGES.items()}
 
 
+def stale(folder: Path, pages: dict[str, str] | None = None) -> list[str]:
+    """The pages whose file in ``folder`` is missing or differs from ``pages`` (default: a fresh generation)."""
+    pages = generate() if pages is None else pages
+    return [name for name, text in pages.items() if not (folder / name).is_file()
+            or (folder / name).read_text(encoding="utf-8") != text]  # fmt: skip
+
+
 def write(folder: Path) -> list[Path]:
-    """Every generated page into ``folder`` (to read them outside a docs build; the build itself does not call
-    this). A page is rewritten only when its text changed."""
+    """Every generated page into ``folder``; a page is rewritten only when its text changed. Returns those rewritten."""
     folder.mkdir(parents=True, exist_ok=True)
+    pages = generate()
     written = []
-    for name, text in generate().items():
+    for name in stale(folder, pages):
         path = folder / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+        path.write_text(pages[name], encoding="utf-8")
         written.append(path)
     return written

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from leakbed.core.tables import markdown_table
+from leakbed.reference import readable
 
 # --- hand-written parts ----------------------------------------------------------------------------------------
 
@@ -611,6 +612,7 @@ def page() -> str:
         parts += [f"### {title}", "", ", ".join(f"[`{n}`](#{n.lower()})" for n in names), ""]
         for name in names:
             parts += ["#" + line if line.startswith("### ") else line for line in document_name(plugin, name)]
+    parts.append(readable.section())
     parts.append(PARAMS_INTRO.format(limits=params_limits()))
     parts += kinds_section()
     fields = [[f"`{f}`", _cell(v), _cell(w)] for f, v, w in TRUTH_FIELDS]
