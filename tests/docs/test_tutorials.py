@@ -118,15 +118,15 @@ class TestComposeTutorial:
     images the container tests build (their ``chosen`` fixture: one build per machine, under leakbed's build lock)
     and a project name and ports of its own."""
 
-    def test_compose(self, engine: Engine, chosen: images.Images, tmp_path: Path) -> None:
+    def test_compose(self, engine: Engine, chosen: images.Images, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         link, prom, graf = free_ports(3)
+        monkeypatch.setattr(stack, "WORK", tmp_path / ".leakbed" / "compose")  # where the page's commands (run here) write
         the_stack = stack.Stack("leakbed-tut", 3, 2, False, superlink_port=link, prometheus_port=prom, grafana_port=graf)
         stack.down(engine, the_stack)
         own = {
             "--supernodes 3 --workers 2": f"--supernodes 3 --workers 2 --no-build --project {the_stack.project} "
             f"--ports {link},{prom},{graf}",
             "$PWD/.leakbed/compose/leakbed/flwr": str(the_stack.flwr_home),
-            "flwr run . ": f"flwr run {REPO} ",  # the page runs in the repository's root; the runner in a folder beside
             "data.synthetic.users=3 ": f"data.synthetic.users=3 {' '.join(SMALL_COMPOSE)} ",
             "docker compose -p leakbed": shlex.join(
                 [*(f"{k}={v}" for k, v in engine.env.items() if k == "DOCKER_HOST"), *engine.compose, *the_stack.compose_args()]
