@@ -153,6 +153,18 @@ def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(chil
 
 
 @pytest.mark.slow
+def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, tmp_path, listener):
+    """``leakbed run`` goes through the same preflight: the same line, exit 2, no run folder, nothing fetched."""
+    out = tmp_path / "run"
+    argv = [*SMALL, 'attack.suite=["knn", "hostile-decl-ref-url"]', 'split.priors=["random"]']
+    done = child.run(["-m", "leakbed.cli", "run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path,
+                     tmp_path, timeout=600)  # fmt: skip
+    line = refused(done.returncode, done.stdout, done.stderr)
+    assert line.startswith("attack.suite: attack 'hostile-decl-ref-url' ") and "declares itself wrongly" in line, line
+    assert not out.exists() and listener.seen == []
+
+
+@pytest.mark.slow
 def test_the_other_attacks_of_a_hostile_package_still_declare(child, tmp_path):
     """One attack's forged declaration is that attack's refusal alone: the package's honest-looking attacks load."""
     rc, out, err, _ = validate(child, tmp_path, ["knn", "hostile-honest"])
