@@ -22,7 +22,7 @@ from pydantic import Field
 from torch import nn
 
 from leakbed.attacks.contract import Attack, AttackContext, Outputs, Params, Setting
-from leakbed.core.data.corpus import UserData
+from leakbed.core.attack_sets import MAX_VALUES, attribute_columns
 
 HIDDEN = 128
 
@@ -36,7 +36,7 @@ class AttributesParams(Params):
         description="attribute columns to infer; empty = every per-user attribute (constant within each user) with "
         "at most max_values values [names]",
     )
-    max_values: int = Field(20, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
+    max_values: int = Field(MAX_VALUES, ge=2, le=1000, description="most distinct values of an inferred attribute [count]")
     epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the STL and MTL models [count]")
 
 
@@ -81,25 +81,6 @@ def majority(values: np.ndarray) -> float:
     """The most frequent value (the smallest on ties)."""
     uniq, counts = np.unique(values, return_counts=True)
     return float(uniq[np.argmax(counts)])
-
-
-def attribute_columns(prior: dict[str, UserData], named: list[str], max_values: int) -> list[str]:
-    """The named columns (each must exist for every user), else every per-user attribute: constant
-    within each user and taking 2..max_values values over users."""
-    common = set.intersection(*(set(d.attrs) for d in prior.values())) if prior else set()
-    if named:
-        missing = [c for c in named if c not in common]
-        if missing:
-            raise ValueError(f"attribute column {missing[0]!r} is not in every user's data; have {sorted(common)}")
-        return list(named)
-    out = []
-    for c in sorted(common):
-        cols = [d.attrs[c] for d in prior.values() if len(d)]
-        per_user = all(np.all(v == v[0]) for v in cols)
-        n_values = len(np.unique(np.concatenate(cols)))
-        if per_user and 2 <= n_values <= max_values:
-            out.append(c)
-    return out
 
 
 class Attributes(Attack):

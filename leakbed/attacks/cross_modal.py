@@ -25,6 +25,7 @@ from pydantic import Field
 from leakbed.attacks.contract import Attack, AttackContext, Needs, Outputs, Params
 from leakbed.attacks.matching import Siamese, SiameseParams, embed, head_arrays, train
 from leakbed.attacks.text_embed import captions, user_embeddings
+from leakbed.core.attack_sets import PAIRED_FRACTION, paired_users
 
 
 class CrossModalParams(Params):
@@ -34,21 +35,13 @@ class CrossModalParams(Params):
         "minilm", description="sentence encoder of the text prior: all-MiniLM-L6-v2 (bundled weights) or TF-IDF [name]"
     )
     paired_fraction: float = Field(
-        0.5,
+        PAIRED_FRACTION,
         gt=0.0,
         lt=1.0,
         description="share of known users whose images the attacker also holds to train the matcher; the others are "
         "text-only [fraction]",
     )
     siamese: SiameseParams = Field(SiameseParams(), description="the Siamese matching network (seed 001 §4.3) [table]")
-
-
-def paired_users(identities: list[str], seed: int, fraction: float) -> list[str]:
-    """The seeded share of users whose images the attacker holds (at least one, not all)."""
-    ids = sorted(identities)
-    perm = np.random.default_rng([seed, 0xC805]).permutation(len(ids))
-    n = min(len(ids) - 1, max(1, round(len(ids) * fraction)))
-    return sorted(ids[k] for k in perm[:n])
 
 
 class CrossModal(Attack):

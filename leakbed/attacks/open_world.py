@@ -23,6 +23,7 @@ from pydantic import Field
 from leakbed.attacks.contract import Attack, AttackContext, Outputs, Params
 from leakbed.attacks.matching import SiameseParams, embed, fit_siamese, head_arrays
 from leakbed.attacks.reidentify import classify, mlp_classifier
+from leakbed.core.attack_sets import HOLDOUT_FRACTION, SEEN_FRACTION, split_users
 from leakbed.core.labels import UNSEEN
 
 
@@ -30,27 +31,19 @@ class OpenWorldParams(Params):
     """Open-world re-identification (seed 001 §6.1.2): seen / unseen / holdout users."""
 
     seen_fraction: float = Field(
-        0.5, ge=0.0, le=1.0, description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]"
+        SEEN_FRACTION,
+        ge=0.0,
+        le=1.0,
+        description="share of the non-holdout users whose prior the attacker holds (seen) [fraction]",
     )
     holdout_fraction: float = Field(
-        1 / 3, gt=0.0, lt=1.0, description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]"
+        HOLDOUT_FRACTION,
+        gt=0.0,
+        lt=1.0,
+        description="share of users whose updates train the 'unseen' class (seed: 1/3) [fraction]",
     )
     mlp_epochs: int = Field(100, ge=1, le=100_000, description="training epochs of the (|seen|+1)-class MLP [count]")
     siamese: SiameseParams = Field(SiameseParams(), description="the Siamese matching network (seed 001 §4.3) [table]")
-
-
-def split_users(identities: list[str], seed: int, seen_fraction: float, holdout_fraction: float) -> dict[str, list[str]]:
-    """{"holdout", "seen", "unseen"}: disjoint, sorted lists covering ``identities``."""
-    ids = sorted(identities)
-    perm = np.random.default_rng([seed, 0x0BE11D]).permutation(len(ids))
-    n_hold = min(len(ids) - 1, max(1, round(len(ids) * holdout_fraction)))
-    rest = perm[n_hold:]
-    n_seen = round(len(rest) * seen_fraction)
-    return {
-        "holdout": sorted(ids[k] for k in perm[:n_hold]),
-        "seen": sorted(ids[k] for k in rest[:n_seen]),
-        "unseen": sorted(ids[k] for k in rest[n_seen:]),
-    }
 
 
 class OpenWorld(Attack):

@@ -13,6 +13,7 @@ the outputs are checked against the kind's schema (``referee.schemas``) before a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,6 +25,7 @@ import numpy as np
 from leakbed.core.config import ExperimentConfig
 from leakbed.core.data import Federation, federation
 from leakbed.core.declaration import Scoring
+from leakbed.core.knowledge import KNOWLEDGE_ARRAYS, KNOWLEDGE_JSON, AttackerKnowledge
 from leakbed.core.store import UpdateStore
 from leakbed.referee.schemas import OUTPUTS, OutputsError, check_outputs
 from leakbed.referee.truth import Referee
@@ -139,6 +141,35 @@ class ScoreContext:
         if path.is_file():
             return np.asarray(np.load(path, allow_pickle=False)).astype(str).ravel()
         return np.asarray(self.store.anon_ids()).astype(str)
+
+    @cached_property
+    def _knowledge_doc(self) -> dict | None:
+        path = self.store.root / KNOWLEDGE_JSON
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    @cached_property
+    def known_users(self) -> tuple[str, ...]:
+        """The users the referee holds for this prior: those the attacker's knowledge lists (trusted code wrote it into
+        the store the attack read, ``core.knowledge``; the attack cannot write there), in its order; for a store filed
+        without one (by hand, in tests), the owners of every sealed update, sorted. Never the attack's own list."""
+        doc = self._knowledge_doc
+        if doc is not None:
+            return tuple(str(u["id"]) for u in doc["users"])
+        return tuple(sorted({str(r["user_id"]) for r in self.truth.records()}))
+
+    @property
+    def attacker_seed(self) -> int | None:
+        """The attacker's own seed as its knowledge carries it (the seeded user splits its params define are
+        recomputed with it, ``core.attack_sets``); None without a knowledge file."""
+        doc = self._knowledge_doc
+        return int(doc["seed"]) if doc is not None else None
+
+    @cached_property
+    def knowledge(self) -> AttackerKnowledge | None:
+        """The attacker's knowledge, arrays included (its prior data), as trusted code filed it; None without one."""
+        if self._knowledge_doc is None or not (self.store.root / KNOWLEDGE_ARRAYS).is_file():
+            return None
+        return AttackerKnowledge.load(self.store.root)
 
     @property
     def seed(self) -> int:

@@ -18,6 +18,20 @@ pool beside the outputs), here, once, for every kind:
 
 Rows that are not one per update (aggregates, attacked samples, pairs) are joined the same way on their own key;
 each kind's module says how.
+
+Classes (``ClassCoverage``) are joined the same way: the columns an attack names (users, node pseudonyms, attribute
+columns) with the classes the referee holds for the prior (the users the attacker's knowledge lists, written by
+trusted code: ``ScoreContext.known_users``; the kind's own sets otherwise). A named class the referee does not hold
+is ignored (``classes_extra``), a later column of the same class too (``classes_duplicate``); a held class without a
+column (``classes_missing``) counts at chance: in a ranking its AP is the exact chance AP and it takes a uniformly
+random place in every row (``core.reid_metrics``), in a label kind its accuracy is a uniform guess's. No average,
+denominator or chance figure is ever taken over a set the attack chose.
+
+The guarantee, exactly: an omitted part (row, class, pair, sample) is scored as the referee's random guess, in
+expectation the kind's chance on that part, and nothing the attack kept scores differently for it except through
+that guess. So omission buys nothing a complete output could not: a subset of an honest output scores above the
+output itself only by erasing parts the output got worse than chance, which the attack cannot tell without the truth
+(``tests/referee/test_subsets.py`` draws subsets of rows, classes and both for every kind).
 """
 
 from __future__ import annotations
@@ -78,6 +92,69 @@ def random_ranks(values: np.ndarray, bad: np.ndarray, rng: np.random.Generator) 
     return out
 
 
+class ClassCoverage:
+    """An attack's class names (the columns of its score matrices) joined with the classes the referee holds.
+
+    ``classes`` are the referee's classes in scoring order: those the attack scored, in its own column order (so ties
+    break as before), then those it left out; ``column[c]`` is the attack's column of ``classes[c]`` (-1: none)."""
+
+    def __init__(self, held: Iterable[str], named: np.ndarray) -> None:
+        held = list(dict.fromkeys(str(c) for c in held))
+        wanted = set(held)
+        first: dict[str, int] = {}
+        self.classes_extra = self.classes_duplicate = 0
+        for j, c in enumerate(str(c) for c in np.asarray(named).ravel()):
+            if c in first:
+                self.classes_duplicate += 1
+            elif c not in wanted:
+                self.classes_extra += 1
+                first[c] = -1  # later columns of the same stray class are duplicates
+            else:
+                first[c] = j
+        kept = [(c, j) for c, j in first.items() if j >= 0]
+        missing = [c for c in held if c not in first]
+        self.classes = np.asarray([c for c, _ in kept] + missing, dtype=str)
+        self.column = np.asarray([j for _, j in kept] + [-1] * len(missing), np.int64)
+        self.n_kept = len(kept)
+
+    @property
+    def classes_missing(self) -> int:
+        return int(len(self.classes) - self.n_kept)
+
+    def kept(self, values: np.ndarray) -> np.ndarray:
+        """The attack's columns (last axis) of the classes the referee holds, in ``classes`` order."""
+        values = np.asarray(values)
+        return values[..., self.column[: self.n_kept]]
+
+    def widen(self, kept: np.ndarray) -> np.ndarray:
+        """``kept`` (last axis: the scored classes) with a NaN column for each class the attack left out: what
+        ``core.reid_metrics`` counts at chance."""
+        kept = np.asarray(kept, np.float64)
+        out = np.full((*kept.shape[:-1], len(self.classes)), np.nan)
+        out[..., : self.n_kept] = kept
+        return out
+
+    def report(self) -> dict:
+        """The fields a result carries beside its rows' coverage."""
+        return {
+            "classes_missing": self.classes_missing,
+            "classes_extra": int(self.classes_extra),
+            "classes_duplicate": int(self.classes_duplicate),
+            "n_classes": int(len(self.classes)),
+        }
+
+    def notes(self, what: str = "users") -> list[str]:
+        """One report line on which of the referee's classes the attack scored, when it did not score exactly those."""
+        r = self.report()
+        if not (r["classes_missing"] or r["classes_extra"] or r["classes_duplicate"]):
+            return []
+        return [
+            f"Classes: the attack scored {self.n_kept} of the {r['n_classes']} {what} the referee holds ({r['classes_missing']} "
+            f"left out count at chance; {r['classes_extra']} it named that the referee does not hold and "
+            f"{r['classes_duplicate']} repeated ignored)."
+        ]
+
+
 class Coverage:
     """An attack's rows joined with the given ids: ``row[g]`` is the output row of given update ``g`` (-1: none),
     ``ok[g]`` whether that row is there and finite."""
@@ -130,6 +207,11 @@ class Coverage:
     @property
     def rows_missing(self) -> int:
         return int((~self.ok).sum())
+
+    @property
+    def filled(self) -> np.ndarray:
+        """Per given update: its row is the referee's draw (missing or non-finite)."""
+        return ~self.ok
 
     def take(self, values: np.ndarray, fill: object = 0) -> np.ndarray:
         """``values`` (one row per output row) in given order; ``fill`` where a given update has no usable row."""

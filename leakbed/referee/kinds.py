@@ -4,7 +4,9 @@ Each kind is one scoring function of the referee's (``score_*``: pure functions 
 truth and the run's data; no plugin code) and the outputs it expects, as a schema (``referee.schemas.OUTPUTS``:
 array name -> ``workers.hostile.ArraySpec``, symbolic dims shared across arrays). The outputs are checked against
 the schema before the scorer runs (``ScoreContext.outputs``). Every kind covers every update the attack was given
-(``referee.coverage``); how a kind whose rows are not one per update does so is in its module's docstring.
+and every class the referee holds for the prior (``referee.coverage``: what an attack omits counts at chance, what it
+adds is ignored); how a kind whose rows are not one per update does so, and where its sets come from, is in its
+module's docstring.
 
 An attack whose scoring is kind ``plugin`` is scored by its own function in the scoring sandbox
 (``referee.scorers.score_one``), never here.

@@ -4,7 +4,10 @@ distinct anonymous updates, half from the same user, half from different users (
 Coverage: one embedding row per given update. The referee draws its test pairs over every given update with the
 true owners; a pair touching a missing or non-finite row, or whose score is not finite (a non-finite head makes
 every row count as missing), gets the referee's draw: a uniform random rank among the attack's own pair scores
-(``referee.coverage.random_ranks``). The prior link draws its anonymous side from every given update the same way.
+(``referee.coverage.random_ranks``). The prior link draws its anonymous side from the given updates of every user the
+referee holds (``ScoreContext.known_users``), never only of those the attack's ``shadow_labels`` name: a positive
+pair whose user has no shadow row of the attack's, and a negative whose other user (drawn uniformly among the known
+users) has none, get the referee's draw; a shadow row labelled with a user the referee does not hold is never drawn.
 """
 
 from __future__ import annotations
@@ -66,24 +69,36 @@ def matching_metrics(
     return {"ap": ap, "auc": float(roc_auc_score(same, p)), "chance": chance, "x_chance": ap / chance, "pairs": int(len(i))}
 
 
-def prior_metrics(owners: np.ndarray, r: dict[str, np.ndarray], emb: np.ndarray, n_pairs: int, seed: int, cov: Coverage) -> dict:
+def prior_metrics(
+    owners: np.ndarray, r: dict[str, np.ndarray], emb: np.ndarray, n_pairs: int, seed: int, cov: Coverage, users: list[str]
+) -> dict:
     """AP on balanced (anonymous update, shadow update) pairs: positive when the shadow update is
-    the attacker's replay of the anonymous update's owner (on the owner's prior data)."""
-    labels = np.asarray(r["shadow_labels"])
-    rows = np.flatnonzero(np.isin(owners, labels))
-    if len(rows) == 0 or len(np.unique(labels)) < 2:
+    the attacker's replay of the anonymous update's owner (on the owner's prior data). ``users``: the referee's."""
+    labels = np.asarray(r["shadow_labels"]).astype(str)
+    rows = np.flatnonzero(np.isin(owners, users))
+    if len(rows) == 0 or len(users) < 2:
         return {"ap": NAN, "auc": NAN}
     rng = np.random.default_rng([seed, 0x9A126])
     half = n_pairs // 2
     i = rows[rng.integers(0, len(rows), 2 * half)]
-    by_label = {u: np.flatnonzero(labels == u) for u in np.unique(labels)}
-    j = np.asarray([rng.choice(by_label[owners[k]]) for k in i[:half]] + [0] * half, dtype=np.int64)
-    for t in range(half, 2 * half):
-        j[t] = rng.integers(0, len(labels))
-        while labels[j[t]] == owners[i[t]]:
-            j[t] = rng.integers(0, len(labels))
+    by_label = {u: np.flatnonzero(labels == u) for u in users}
+    j = np.zeros(2 * half, np.int64)
+    usable = cov.ok[i].copy()
+    place = {u: k for k, u in enumerate(users)}
+    for t in range(2 * half):
+        user = str(owners[i[t]])
+        if t >= half:  # a negative: another user the referee holds, drawn uniformly
+            other = int(rng.integers(0, len(users) - 1))
+            user = users[other + (other >= place[user])]
+        if len(by_label[user]):
+            j[t] = rng.choice(by_label[user])
+        else:
+            usable[t] = False  # the attack has no shadow row of that user: the referee's draw
     same = np.r_[np.ones(half), np.zeros(half)]
-    p = scored_pairs(emb, r["shadow_emb"], r["head_w"], r["head_b"], i, j, cov.ok[i], cov.rng)
+    shadow = np.asarray(r["shadow_emb"])
+    if not len(shadow):
+        shadow = np.zeros((1, emb.shape[1]), emb.dtype)
+    p = scored_pairs(emb, shadow, r["head_w"], r["head_b"], i, j, usable, cov.rng)
     return {"ap": float(average_precision_score(same, p)), "auc": float(roc_auc_score(same, p))}
 
 
@@ -93,7 +108,7 @@ def score(ctx: ScoreContext) -> dict:
     emb = cov.take(r["emb"], 0.0)
     owners = ctx.truth.truth_for(cov.given)
     m = matching_metrics(owners, emb, r["head_w"], r["head_b"], ctx.params.eval_pairs, ctx.seed, cov)
-    prior = prior_metrics(owners, r, emb, ctx.params.eval_pairs, ctx.seed, cov)
+    prior = prior_metrics(owners, r, emb, ctx.params.eval_pairs, ctx.seed, cov, list(ctx.known_users))
     m |= {"prior_ap": prior["ap"], "prior_auc": prior["auc"], **cov.report()}
     m["notes"] = [
         f"Siamese matching (seed 001 §4.3), closed world: AP {m['ap']:.3f} on {m['pairs']} balanced pairs of distinct "

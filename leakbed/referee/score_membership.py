@@ -12,6 +12,7 @@ Coverage: one batch vocabulary per given update. A given update without a row ha
 tested against it (its members, and as many drawn non-members) is declared a member or not by a fair coin the
 referee tosses: precision on those records is chance (0.5 on the balanced query set), and the recall of 1 by
 construction no longer holds for them. Packed bits are always finite. Precision and recall are over every given update.
+Sets: the members are the sealed batch records, the non-members the referee's own draw from the hold-out.
 """
 
 from __future__ import annotations

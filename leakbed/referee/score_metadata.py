@@ -8,6 +8,11 @@ Coverage: one row per given update in every score matrix (``meta``, ``count_only
 each (n, k) over ``classes``); a given update without a row, or with a non-finite score in any of them, counts as a
 random ranking in all of them (the referee's draws: a random rank in each class's column, as kind ``reid``).
 Rounds are the store's.
+
+Classes: as kind ``reid``, the users the referee holds (``ScoreContext.known_users``), in every matrix; a user the
+attack left out counts at chance, one it names that the referee does not hold is ignored. Which weight attackers
+appear beside the metadata is the run's suite (``weights_<a>`` of an attacker outside it is not read); each is a row
+of its own, never averaged.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy as np
 
 from leakbed.core.reid_metrics import reid_metrics
 from leakbed.referee.context import ScoreContext
-from leakbed.referee.coverage import Coverage
+from leakbed.referee.coverage import ClassCoverage, Coverage
 from leakbed.referee.schemas import OutputsError
 
 KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
@@ -40,17 +45,20 @@ def score(ctx: ScoreContext) -> dict:
         if f"fused_{a}" not in out:
             raise OutputsError(f"outputs: 'weights_{a}' comes with 'fused_{a}' (float (n, k)); it is missing")
     matrices = ["meta", "count_only", *(f"{k}_{a}" for a in attackers for k in ("weights", "fused"))]
-    cov = Coverage.of(ctx, "metadata", out["ids"], *(out[k] for k in matrices))
-    r = {k: cov.scores(out[k]) for k in matrices}
-    owners, classes, rounds = ctx.truth.truth_for(cov.given), out["classes"], cov.rounds(out.get("rounds"))
-    meta = reid_metrics(owners, classes, r["meta"])
-    count = reid_metrics(owners, classes, r["count_only"])
-    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"]) for a in attackers}
-    fused = {a: reid_metrics(owners, classes, r[f"fused_{a}"]) for a in weights}
+    held = ClassCoverage(ctx.known_users, out["classes"])
+    kept = {k: held.kept(out[k]) for k in matrices}
+    cov = Coverage.of(ctx, "metadata", out["ids"], *kept.values())
+    r = {k: held.widen(cov.scores(v)) for k, v in kept.items()}
+    owners, classes, rounds = ctx.truth.truth_for(cov.given), held.classes, cov.rounds(out.get("rounds"))
+    filled = cov.filled
+    meta = reid_metrics(owners, classes, r["meta"], filled)
+    count = reid_metrics(owners, classes, r["count_only"], filled)
+    weights = {a: reid_metrics(owners, classes, r[f"weights_{a}"], filled) for a in attackers}
+    fused = {a: reid_metrics(owners, classes, r[f"fused_{a}"], filled) for a in weights}
     per_round = {}
     for rnd in np.unique(rounds):
         sel = rounds == rnd
-        m = reid_metrics(owners[sel], classes, r["meta"][sel])
+        m = reid_metrics(owners[sel], classes, r["meta"][sel], filled[sel])
         per_round[int(rnd)] = {k: m[k] for k in ("ap", "chance_ap", "x_chance", "top1")}
     rows = [_row("metadata only", meta), _row("count only", count)]
     for a in weights:
@@ -59,6 +67,7 @@ def score(ctx: ScoreContext) -> dict:
     return {
         **{k: meta[k] for k in (*KEYS, "n_updates", "n_users")},
         **cov.report(),
+        **held.report(),
         "count_only": {k: count[k] for k in KEYS},
         "weights": {a: {k: m[k] for k in KEYS} for a, m in weights.items()},
         "fused": {a: {k: m[k] for k in KEYS} for a, m in fused.items()},
@@ -78,5 +87,6 @@ def score(ctx: ScoreContext) -> dict:
             f"per-round slope of log‖Δw‖ on log n_k {float(out['norm_slope']):.2f}. Seed 001 §3 assumes a shuffler "
             "leaves only Δw: these are what it leaves besides.",
             cov.note(),
+            *held.notes(),
         ],
     }

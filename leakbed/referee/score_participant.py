@@ -5,6 +5,9 @@ Each adversarial device seals, with its own update of round t, its score for rou
 likely the other participants' batches of round t − 1 held the property. The referee joins those
 scores with the other devices' sealed ``has-property`` facts of that round (adversaries excluded)
 and reports ROC AUC against 0.5 chance.
+
+Sets: the adversary is leakbed's own device code (``client.adversary``), not a plugin, and it scores every round after
+one it took part in: which rounds it observes is the protocol's sampling, not its choice.
 """
 
 from __future__ import annotations

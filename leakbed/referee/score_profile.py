@@ -8,6 +8,8 @@ the AP of the update ranking against its random-ranking expectation. Kind ``prof
 
 Coverage: one score per given update (P[profile]); a given update without a row, or with a non-finite score, gets
 the referee's draw (a uniform random rank among the attack's own scores), so the ranking covers every given update.
+Sets: the users are the owners of the given updates and whether each fits comes from their sealed label shares; k is
+the params' ``top_k``; nothing is read from the outputs but the scores and the profile's class.
 """
 
 from __future__ import annotations

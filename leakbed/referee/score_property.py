@@ -16,6 +16,7 @@ aggregates it expects itself: the given updates grouped by their (store) round, 
 (the attack's ``members`` are not read: which updates an aggregate holds is not the attack's to say). A round
 without a row, or with a non-finite score, gets the referee's draw; a row for a round that holds no given update is
 ignored (``rows_extra``); ``coverage`` and ``rows_missing`` count aggregates, ``n_updates`` the given updates.
+Sets: the facts are the devices' sealed ones, and the per-user AUC runs over every user with a given update.
 """
 
 from __future__ import annotations

@@ -31,12 +31,19 @@ property accuracies empty.
 Coverage (kind ``reconstruction``): rows are attacked updates, and an attack attacks a sample of the updates it was
 given by design (its own choice, bounded by its params: ``updates``, ``rounds``...), so unattacked updates are not
 filled in: ``coverage`` is the share of given updates attacked with a finite reconstruction, ``rows_missing`` the
-given updates without one, and the metrics average over the attacked updates (this kind's omission risk: an attack
-may attack many and keep its best; its coverage is shown beside its score). A row for an update that was not given
-is ignored (``rows_extra``), as is a later row of the same update (``rows_duplicate``). A non-finite reconstruction
-is not dropped: it is scored as noise the referee draws (uniform pixels in [0, 1), or uniform features over the
-range of the finite ones) and counts as missing; a non-finite property probability is scored as a uniform draw.
-Rounds are the store's.
+given updates without one, and the metrics average over the attacked updates. This is the one set an attack still
+chooses, and it is reported beside the score, never hidden: an attack may attack many and keep its best (its own
+reconstruction loss tells it which); closing it needs the sample drawn by trusted code and handed to the attack, not
+chosen by it. A row for an update that was not given is ignored (``rows_extra``), as is a later row of the same
+update (``rows_duplicate``). A non-finite reconstruction is not dropped: it is scored as noise the referee draws
+(uniform pixels in [0, 1), or uniform features over the range of the finite ones) and counts as missing; a non-finite
+property probability is scored as a uniform draw. Rounds are the store's.
+
+Samples: within an attacked update the referee scores the batch's records (the sealed ``batch-records``, U of them),
+never the attack's count: reconstructions beyond U are ignored (``samples_extra``: more guesses would let the
+matching pick the lucky ones), and each one short of U is the referee's noise with a uniform probability and a
+uniform label (``samples_missing``): every true sample is matched, so an attack cannot average over the few it
+reconstructs best.
 """
 
 from __future__ import annotations
@@ -159,6 +166,7 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
              "lab_chance")  # fmt: skip
     m: dict[str, list] = {k: [] for k in kinds}
     missing, sizes, labels_all, per_update = 0, [], [], []
+    samples = {"missing": 0, "extra": 0}  # reconstructions short of, or beyond, an update's true sample count
     attacked = np.sort(cov.row[cov.row >= 0])  # each given update's first row, in the attack's order
     for j in attacked.tolist():
         uid = str(res["ids"][j])
@@ -168,10 +176,19 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
         if not found:
             continue
         x = np.stack([private[hashes[i]][0] for i in found])
-        recon = res["recon"][offsets[j] : offsets[j + 1]]
+        start, take = int(offsets[j]), min(int(counts[j]), len(hashes))  # the referee's samples: the batch's records
+        short = len(hashes) - take
+        samples["extra"] += int(counts[j]) - take
+        samples["missing"] += short
+        recon = res["recon"][start : start + take]
         if not finite[j]:  # scored as the referee's noise, not dropped
             recon = cov.rng.uniform(lo, hi, recon.shape).astype(np.float32)
-        pred = res["probs"][offsets[j] : offsets[j + 1]]
+        pred = res["probs"][start : start + take]
+        if short:  # a sample it did not reconstruct: the referee's noise, and a uniform probability
+            width = int(np.prod(res["recon"].shape[1:])) or int(x[0].size)  # no reconstruction at all: a pixel's
+            noise = cov.rng.uniform(lo, hi, (short, width)).astype(np.float32)
+            recon = np.concatenate([recon.reshape(take, width).astype(np.float32), noise])
+            pred = np.concatenate([np.asarray(pred, np.float64), cov.rng.random(short)])
         rnd = filed.get(uid, int(res["rounds"][j]))
         row = [rnd, len(found)]
         if not features:
@@ -187,7 +204,9 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
             row += [f"{m['psnr'][-1]:.1f}", f"{100 * m['rec'][-1]:.0f}"]
         if "labels" in res:
             true_y = np.asarray([private[hashes[i]][1] for i in found], np.int64)
-            guess = np.asarray(res["labels"][offsets[j] : offsets[j + 1]], np.int64)
+            guess = np.asarray(res["labels"][start : start + take], np.int64)
+            if short:  # labels it did not guess: uniform ones, drawn by the referee
+                guess = np.concatenate([guess, cov.rng.integers(0, corpus.num_classes, short)])
             m["lab"].append(label_accuracy(guess, true_y, corpus.num_classes))
             m["lab_chance"].append(label_accuracy(frequency_guess(prior_freq, len(true_y)), true_y, corpus.num_classes))
             row.append(f"{100 * m['lab'][-1]:.0f}")
@@ -242,6 +261,8 @@ def score_reconstruction(ctx: ScoreContext) -> dict:
         "samples_mean": mean(sizes),
         "property_rate": rate,
         "records_missing": missing,
+        "samples_missing": samples["missing"],
+        "samples_extra": samples["extra"],
         "local_steps": steps[0] if len(steps) == 1 else None,
         "batch_size": batch[0] if len(batch) == 1 else None,
         "seed_table_1": seed,

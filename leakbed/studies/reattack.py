@@ -5,7 +5,9 @@ another share of seen users). It writes each variant as a store of its own, hold
 side may hold: the attacker's knowledge, shadow updates labelled by identity and test updates under opaque
 ids. It then asks an ``AttackPool`` (sandboxed local workers, as a run's) to fit and predict every variant,
 and joins the outputs with the owners it kept on this side. The attack code never runs in the process that
-holds the owners, and the owners never reach a store.
+holds the owners, and the owners never reach a store. The join is the referee's (``referee.coverage``): every test
+update and every known user is scored, a row the attack left out is the referee's random ranking and a user it left
+out counts at chance; the rounds are this side's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.layout import check_run_id
 from leakbed.core.reid_metrics import reid_metrics
 from leakbed.core.store import UpdateStore
+from leakbed.referee.coverage import ClassCoverage, Coverage, fill_rng, finite_rows
 from leakbed.studies.pools import study_pool
 from leakbed.workers import Fit
 
@@ -34,12 +37,14 @@ class Outputs:
     rounds: np.ndarray
     classes: np.ndarray
     scores: np.ndarray
+    filled: np.ndarray | None = None  # rows the referee drew (the attack returned none): their top-k counts at chance
 
     def metrics(self, select: np.ndarray | None = None) -> dict:
         """Closed-world metrics (seed 001 §6) over all test updates, or the selected ones."""
+        filled = np.zeros(len(self.owners), bool) if self.filled is None else self.filled
         if select is None:
-            return reid_metrics(self.owners, self.classes, self.scores)
-        return reid_metrics(self.owners[select], self.classes, self.scores[select])
+            return reid_metrics(self.owners, self.classes, self.scores, filled)
+        return reid_metrics(self.owners[select], self.classes, self.scores[select], filled[select])
 
 
 @dataclass
@@ -50,7 +55,7 @@ class ReAttack:
     knowledge: AttackerKnowledge
     root: Path
     attack: str  # the re-identification attack every variant fits (the run's first)
-    _owners: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _owners: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @classmethod
     def fresh(cls, cfg: ExperimentConfig, knowledge: AttackerKnowledge, root: Path, attack: str) -> ReAttack:
@@ -78,7 +83,7 @@ class ReAttack:
         for rnd in np.unique(rounds):
             sel = rounds == rnd
             store.write_anon(int(rnd), "study", list(ids[sel]), x_test[sel], np.ones(int(sel.sum()), np.int64))
-        self._owners[variant] = (ids, np.asarray(owners))
+        self._owners[variant] = (ids, np.asarray(owners), rounds)
 
     def run(self) -> dict[str, Outputs]:
         """Fit every variant in sandboxed workers; each variant's outputs with its owners."""
@@ -94,6 +99,10 @@ class ReAttack:
         return {v: self._outputs(v, pool.read_output(job)) for v, job in jobs.items()}
 
     def _outputs(self, variant: str, pred: dict[str, np.ndarray]) -> Outputs:
-        ids, owners = self._owners[variant]
-        owner_of = dict(zip(ids, owners, strict=True))
-        return Outputs(np.asarray([owner_of[str(i)] for i in pred["ids"]]), pred["rounds"], pred["classes"], pred["scores"])
+        """Every test update of the variant and every known user, as the referee joins a run's outputs."""
+        ids, owners, rounds = self._owners[variant]
+        held = ClassCoverage(list(self.knowledge.prior), pred["classes"])
+        kept = held.kept(pred["scores"])
+        rng = fill_rng(self.cfg.seed, "reid", f"{self.attack}/{variant}")
+        cov = Coverage(ids, pred["ids"], rng=rng, finite=finite_rows(len(pred["ids"]), [kept]))
+        return Outputs(owners, rounds, held.classes, held.widen(cov.scores(kept)), cov.filled)

@@ -63,3 +63,38 @@ def test_random_scores_sit_at_chance():
     truth = rng.choice(classes, size=4000)
     m = reid_metrics(truth, classes, rng.random((4000, 20)))
     assert 0.8 < m["x_chance"] < 1.25 and abs(m["top1"] - 0.05) < 0.02 and abs(m["top5"] - 0.25) < 0.03
+
+
+def test_ties_break_by_the_attacks_column_order():
+    truth = np.array(["b", "c"])
+    scores = np.ones((2, 4))  # every class tied in every row: the first column wins, as a stable sort has it
+    m = reid_metrics(truth, CLASSES, scores)
+    assert m["top1"] == 0.0 and reid_metrics(np.array(["a", "a"]), CLASSES, scores)["top1"] == 1.0
+
+
+def test_a_class_left_out_takes_a_random_place_in_every_row():
+    """The expectation ``top_k_hits`` gives for NaN columns is what inserting them at uniform places gives."""
+    from leakbed.core.reid_metrics import top_k_hits
+
+    rng = np.random.default_rng(3)
+    classes = np.array([f"u{i}" for i in range(6)])
+    truth = rng.choice(classes, 40)
+    scores = rng.random((40, 6)) + 0.6 * (truth[:, None] == classes[None, :])
+    omitted = np.array([1, 4])
+    cut = scores.copy()
+    cut[:, omitted] = np.nan
+    kept = np.setdiff1d(np.arange(6), omitted)
+    sims = {1: [], 5: []}
+    for _ in range(1000):
+        drawn = scores.copy()
+        for r in range(40):  # the kept classes in their order, the omitted ones at uniformly random places
+            order = list(kept[np.argsort(-scores[r, kept], kind="stable")])
+            for j in rng.permutation(omitted):
+                order.insert(int(rng.integers(0, len(order) + 1)), j)
+            drawn[r, order] = np.arange(6, 0, -1)
+        for k in sims:
+            sims[k].append(np.mean((classes[np.argsort(-drawn, axis=1)[:, :k]] == truth[:, None]).any(axis=1)))
+    for k in sims:
+        assert top_k_hits(truth, classes, cut, k, np.zeros(40, bool)).mean() == pytest.approx(np.mean(sims[k]), abs=0.01)
+    m = reid_metrics(truth, classes, cut)
+    assert m["n_users"] == len(np.unique(truth)) and m["chance_ap"] == reid_metrics(truth, classes, scores)["chance_ap"]
