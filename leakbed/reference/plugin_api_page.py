@@ -166,7 +166,12 @@ beside its outputs), not only the rows it returned: a given update without a row
 row, counts as a random ranking (uniform scores drawn by the referee from its own generator) or, for label kinds,
 a random guess; a row for an id that was not given, or a second row of an id, is ignored. Every result carries
 `coverage`, `rows_missing`, `rows_extra`, `rows_duplicate` and `n_updates`, and the report prints the coverage
-beside the score. Each kind's paragraph below says how it joins rows that are not one per update.
+beside the score. Each kind's paragraph below says how it joins rows that are not one per update. Classes are
+joined the same way: a kind ranks the users the referee holds (those the attacker's knowledge lists), the splits
+and columns its params define (recomputed by the referee), never the `classes`, `users`, `seen`, `holdout` or
+`columns` an output names: a class left out counts at chance, one the referee does not hold or a repeat is ignored,
+and `classes_missing`, `classes_extra` and `classes_duplicate` are reported (see
+[the sets every metric is taken over](../explanation/metrics.md#the-sets-every-metric-is-taken-over)).
 
 {symbols}
 
