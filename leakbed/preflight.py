@@ -32,6 +32,7 @@ from leakbed.server.memory_estimate import check_memory
 from leakbed.server.plan import sampled_per_round
 from leakbed.workers.checks import RunFacts, own_checks
 from leakbed.workers.introspect import for_workers
+from leakbed.workers.inventory import warn_once
 from leakbed.workers.sandbox import limits_for
 from leakbed.workers.tls import tls_files
 
@@ -78,6 +79,7 @@ def preflight(cfg: ExperimentConfig, priors: list[str] | None = None) -> Experim
     """The resolved config (``resolve``) once every prior's federation (or those of ``priors``) loads and the model
     builds, and every attack, defense, adversary and property plan can run on them; ConfigError, DataError or
     ValueError (one line) otherwise."""
+    warn_once()  # an installed plugin whose .pth runs code at every start: that code is outside any sandbox
     if cfg.workers.addresses:
         tls_files(cfg.workers)  # the pool's mutual-TLS files: a missing one is refused now, not when the pool starts
     else:

@@ -11,7 +11,7 @@ import typer
 import typer.core
 from typer.models import ArgumentInfo
 
-from leakbed.commands import analyze, compose, deploy, init, run, sandbox, sweep
+from leakbed.commands import analyze, compose, deploy, init, plugins, run, sandbox, sweep
 
 
 class _PlainHelp:
@@ -57,6 +57,7 @@ COMMANDS = (
     ("attack-worker", sandbox.attack_worker, "a remote attack worker: mutual TLS on TCP, the attack code in the sandbox", {}),
     ("sandbox-run", sandbox.sandbox_run, "run a program in exactly the sandbox an attack's lane gets, over a store folder",
      sandbox.SANDBOX_RUN_SETTINGS),
+    ("plugins", plugins.plugins, "list installed plugin distributions and what of them runs outside any sandbox", {}),
     ("deploy-local", deploy.deploy_local, "TLS SuperLink, a SuperNode per user, attack workers, flwr run: local processes",
      {}),
     ("open-world-sweep", sweep.open_world_sweep,

@@ -26,13 +26,14 @@ from pathlib import Path
 STORE_DIR = "attack-store"
 OUTPUTS_DIR = "outputs"
 REFEREE_DIR = "referee"
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# ':' for an attack selected as ``distribution:name``, whose outputs are filed under that name
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,143}$")
 
 
 def check_run_id(run_id: str) -> str:
     """A store folder name a request may carry: one path component, never ``..`` or a path."""
     if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
-        raise ValueError(f"bad run id {run_id!r}: 1-64 of [A-Za-z0-9._-], starting alphanumeric")
+        raise ValueError(f"bad run id {run_id!r}: 1-144 of [A-Za-z0-9._:-], starting alphanumeric")
     return run_id
 
 

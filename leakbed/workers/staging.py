@@ -302,10 +302,11 @@ def _open_absolute(path: Path) -> int:
 
 
 def _take(fd: int, rel: str, into: str, got: _Read) -> None:
-    """Read the regular file open at ``fd`` into ``got`` as ``into``; anything else is noted as skipped."""
+    """Read the regular file open at ``fd`` (``rel`` on the host) into ``got`` as ``into``; anything else is noted as
+    skipped."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        got.skipped.append(f"{rel}: not a regular file")
+        got.skipped.append(f"{into}: not a regular file")
         return
     if len(got.files) >= MAX_FILES:
         raise StagingError(f"more than {MAX_FILES} files")
@@ -334,15 +335,15 @@ def _walk(dir_fd: int, rel: str, into: str, got: _Read) -> None:
             continue
         here, there = f"{rel}/{name}", f"{into}/{name}" if into else name
         if link:
-            got.skipped.append(f"{here}: a link")
+            got.skipped.append(f"{there}: a link")
             continue
         try:
             fd = open_beneath(dir_fd, name)
         except HostileData:
-            got.skipped.append(f"{here}: a link")
+            got.skipped.append(f"{there}: a link")
             continue
         except OSError as err:
-            got.skipped.append(f"{here}: {err.strerror}")
+            got.skipped.append(f"{there}: {err.strerror}")
             continue
         try:
             if folder and stat.S_ISDIR(os.fstat(fd).st_mode):
@@ -378,10 +379,10 @@ def _read_source(source: Source, got: _Read, mapped: bool) -> None:
             try:
                 fd = open_beneath(top, rel) if is_dir else os.dup(top)
             except HostileData:
-                got.skipped.append(f"{rel}: a link or through one")
+                got.skipped.append(f"{there}: a link or through one")
                 continue
             except OSError as err:
-                got.skipped.append(f"{rel}: {err.strerror}")
+                got.skipped.append(f"{there}: {err.strerror}")
                 continue
             try:
                 _take(fd, rel, there, got)

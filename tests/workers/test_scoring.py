@@ -19,7 +19,7 @@ from leakbed.core.declaration import Declaration, Scoring
 from leakbed.core.param_schema import ParamField, ParamSchema
 from leakbed.core.processes import marked
 from leakbed.workers import one_shot, scoring
-from leakbed.workers.sandbox import INSIDE, Limits, Mount, Sandbox, available, code_root
+from leakbed.workers.sandbox import INSIDE, LIB, Limits, Mount, Sandbox, available
 from leakbed.workers.scoring import MAX_RESULT, PluginScorerError, score_plugin
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
@@ -138,9 +138,9 @@ def mark(plugin: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The scoring sandbox with the throwaway plugin on its path, and a mark in its environment (to find its process)."""
     value = uuid.uuid4().hex
 
-    def with_plugin(limits: Limits, mounts=(), output: bool = True) -> Sandbox:  # noqa: ANN001
-        env = {"PYTHONPATH": f"{code_root()}:{INSIDE / 'testplug'}", "LEAKBED_TEST_MARK": value}
-        return Sandbox(limits, [*mounts, Mount(plugin, INSIDE / "testplug")], output, extra_env=env)
+    def with_plugin(limits: Limits, mounts=(), output: bool = True, plugins=None) -> Sandbox:  # noqa: ANN001
+        env = {"PYTHONPATH": f"{LIB / 'leakbed'}:{INSIDE / 'testplug'}", "LEAKBED_TEST_MARK": value}
+        return Sandbox(limits, [*mounts, Mount(plugin, INSIDE / "testplug")], output, extra_env=env, plugins=())
 
     monkeypatch.setattr(one_shot, "Sandbox", with_plugin)
     return value
@@ -169,7 +169,7 @@ def test_the_scorer_gets_its_outputs_params_given_ids_and_only_its_declared_trut
     assert got["fields"] == ["round", "user_id"] and got["users"] == TRUTH["user_id"] and got["rounds"] == TRUTH["round"]
     assert got["given"] == list(IDS) and got["outputs"] == ["ids", "scores"] and got["scores_shape"] == [6, 4]
     assert (got["name"], got["attack"], got["top"]) == ("lb-echo-variant", "lb-echo", 3)
-    assert got["leakbed"] == ["inputs", "testplug"]  # its inputs (and, here, the test's plugin); no store, no output
+    assert got["leakbed"] == ["inputs", "lib", "testplug"]  # its inputs, staged code (and the test's plugin); no store
     assert got["inputs"] == ["given.npy", "outputs.npz", "request.json"] and got["wrote"] in (13, 30)  # EACCES, EROFS
     assert got["accuracy"] == pytest.approx(2 / 6) and got["scored_by"] == "plugin"
 
@@ -241,7 +241,7 @@ def test_a_hanging_scorer_is_ended_at_its_deadline(tmp_path, mark):
     ids=["empty", "not-json", "a-list", "no-dict", "bad-ok", "failed", "deep"],
 )
 def test_a_hostile_reply_from_the_scoring_sandbox_is_refused(tmp_path, monkeypatch, raw, says):
-    monkeypatch.setattr(scoring, "_run", lambda inputs, limits, deadline: raw)
+    monkeypatch.setattr(scoring, "_run", lambda inputs, limits, deadline, plugins: raw)
     with pytest.raises(PluginScorerError, match=says) as err:
         score_plugin(decl=decl("lb-echo", "echo"), outputs=outputs_file(tmp_path), truth=TRUTH, params={}, given=IDS)
     assert "\n" not in str(err.value) and "\x1b" not in str(err.value)
