@@ -267,7 +267,11 @@ def _privacy_lines(run: dict) -> list[str]:
     lines = []
     for p in run.get("privacy", []):
         eps = "no finite ε" if p["epsilon"] is None else f"ε = {p['epsilon']:.3g}"
+        if p.get("epsilon_exact") is not None:
+            eps += f" (exact {p['epsilon_exact']:.3g})"
         extra = f" ({p['note']})" if p.get("note") else ""
+        if p.get("averaged_per_round"):  # the noise the server's wrapper adds to the average of the replies it releases
+            extra += f"; noise std {p['noise_std_on_average']:.3g} on the average of {p['averaged_per_round']} replies"
         lines.append(
             f"- {p['defense']}: {eps} at δ = {p['delta']:g}, noise multiplier {p['noise_multiplier']:g}, "
             f"clip {p['clip']:g}, {p['adopters']} adopters; {p['accountant']}{extra}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leakbed.audit_report import plot_epsilon
+from leakbed.audit_report import plot_epsilon, sweep_audit_cells
 from leakbed.core.config import ConfigError, ExperimentConfig, build_config, read_tree
 from leakbed.core.declaration import reid_names
 from leakbed.core.tables import markdown_table
@@ -179,10 +179,17 @@ def _epsilon(run: dict) -> float | None:
     return max(eps) if eps else None
 
 
-def _audited(run: dict, key: str) -> float | None:
-    """The audit's all-iterates ``key`` (``epsilon_andrew``, ``epsilon_lower_bound``), or None without an audit."""
+def _exact(run: dict) -> float | None:
+    eps = [p["epsilon_exact"] for p in run.get("privacy", []) if p.get("epsilon_exact") is not None]
+    return max(eps) if eps else None
+
+
+def _audited(run: dict, key: str) -> object:
+    """The audit's all-iterates ``key`` (``epsilon_emp``, ``interval``, ``epsilon_lower_bound``, ``lower_bound_ceiling``,
+    ``above_accountant``, ``inserted``, ``held_out``): the view the accountant's ε is about (every released round), or
+    None without an audit."""
     est = run.get("audit", {}).get("all iterates")
-    return float(est[key]) if est else None
+    return est[key] if est else None
 
 
 def _noise(cfg: ExperimentConfig) -> float | None:
@@ -210,9 +217,15 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
                     "utility": util,
                     "utility_norm": util / ref if ref else float("nan"),
                     "epsilon": _epsilon(run),
+                    "epsilon_exact": _exact(run),
                     "noise_multiplier": _noise(cfg),
-                    "epsilon_emp": _audited(run, "epsilon_andrew"),
+                    # the privacy audit's all-iterates view (what the accountant's ε is about), and its flag
+                    "epsilon_emp": _audited(run, "epsilon_emp"),
+                    "epsilon_emp_interval": _audited(run, "interval"),
                     "epsilon_lower_bound": _audited(run, "epsilon_lower_bound"),
+                    "lower_bound_ceiling": _audited(run, "lower_bound_ceiling"),
+                    "canaries_in_out": [_audited(run, "inserted"), _audited(run, "held_out")],
+                    "audit_flagged": run.get("audit", {}).get("flagged"),
                     "failed_replies": sum(r["failed"] + r["rejected"] for r in run["rounds_log"].values()),
                     "released": run.get("shuffler", {}).get("released"),
                     "withheld": run.get("shuffler", {}).get("withheld"),
@@ -280,7 +293,7 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
     _plot(rows, attackers, out / "tradeoff.png")
     audited = any(r["epsilon_emp"] is not None for r in rows)
     header = ["point", "defense", "prior", "utility", "utility (norm.)", "ε"]
-    header += ["z", "ε_emp (Andrew)", "ε lower bound"] if audited else []
+    header += ["z", "ε exact", "ε_emp [90%]", "canaries in / out", "lower bound (most)", "flag"] if audited else []
     header += [f"{ATTACKER_LABELS.get(a, a)} AP (× chance)" for a in attackers]
     suite = [k.removeprefix("suite:").removesuffix("_x_chance") for k in rows[0] if k.startswith("suite:")] if rows else []
     header += [f"{s} × chance" for s in suite]
@@ -290,8 +303,10 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         "Each point is a full run (its own folder and report); utility is normalised by the baseline "
         "(the same config without defenses). Re-identification in the seed's Table 3 form: AP % (× chance). "
         "ε: the (ε, δ) spent by a DP defense over the run (δ in its run's metrics.json), - where none applies. "
-        "Where the points were audited (audit.canaries), ε_emp and the lower bound are the canaries' estimates of ε "
-        "from all iterates (each run's report has both views).",
+        "Where the points were audited (audit.canaries): ε exact is the mechanism's ε by the PLD accountant, ε_emp the "
+        "canaries' estimate from all iterates with its 90% interval, the lower bound Steinke et al.'s one-run bound "
+        "beside the most the canaries can show, and the flag marks an interval wholly above ε (the run leaks more than "
+        "its DP claims); each run's report has every view.",
         "",
     ]
     cells = []
@@ -299,7 +314,7 @@ def write_sweep_report(points: dict[str, ExperimentConfig], out: Path) -> Path:
         eps = "-" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
         row = [r["point"], r["defense"], r["prior"], f"{r['utility']:.3f}", f"{r['utility_norm']:.2f}", eps]
         if audited:
-            row += [_cell(r["noise_multiplier"]), _cell(r["epsilon_emp"]), _cell(r["epsilon_lower_bound"])]
+            row += [_cell(r["noise_multiplier"]), _cell(r["epsilon_exact"]), *sweep_audit_cells(r)]
         row += [
             "fit failed" if math.isnan(r[f"{a}_ap"]) else f"{100 * r[f'{a}_ap']:.1f} ({r[f'{a}_x_chance']:.1f}×)"
             for a in attackers

@@ -73,6 +73,16 @@ Out = Annotated[
         help="the output folder (must be new or empty); none: a new one under $LEAKBED_HOME/runs (default ./runs) [path]",
     ),
 ]
+NoiseFrom = Annotated[
+    str | None,
+    typer.Option(
+        "--noise-from",
+        metavar="RUN_DIR",
+        help="reproduce a finished run's DP noise exactly: each prior's noise secret its referee kept (run it with the "
+        "same config) [path]",
+        show_default=False,
+    ),
+]
 ResumableOut = Annotated[
     str | None,
     typer.Option(

@@ -1,40 +1,38 @@
-"""Empirical privacy audit of user-level DP-FedAvg from canary clients: the math only.
+"""Empirical privacy audit of user-level DP-FedAvg from canary clients: the canaries and their statistics.
 
-k canary clients each hold a secret random unit direction c_j in R^d. Each canary is inserted
-independently with probability 1/2; an inserted canary's update is c_j scaled to the clipping norm,
-averaged with the real clients' updates, and DP-FedAvg adds its Gaussian noise. The auditor sees every
-round's model delta Δ_t and scores each canary by how much the released model points along c_j: the
-final model's cos(c_j, Σ_t Δ_t) (``cosines`` of the summed delta) or the all-iterates statistic
-Σ_t cos(c_j, Δ_t) (``all_iterates_statistic``). Canaries that were never inserted give the null
-distribution. Two estimates are made from the scores:
+k canary clients each hold a secret random unit direction c_j in R^d. Each canary is inserted independently with
+probability 1/2; an inserted canary's update is c_j scaled far above the clipping norm (so the device's clipper must
+act on it), averaged with the real clients' updates, and DP-FedAvg adds its Gaussian noise. The auditor sees every
+round's model delta Δ_t and scores each canary by how much the released models point along c_j. Canaries never
+inserted give the null. Three views (``audit_views``), each an ε_emp with a 90% interval (``core.audit_estimates``)
+and Steinke et al.'s one-run lower bound beside the most it can show (``core.audit_bound``):
 
-- ``andrew_epsilon``: Andrew, Kairouz, Oh, Oprea, McMahan, Suriyakumar, "One-shot Empirical Privacy
-  Estimation for Federated Learning", ICLR 2024, §3–4: fit a Gaussian to the inserted canaries'
-  statistics and one to the held-out canaries', and report the ε at δ of the privacy curve between
-  the two Gaussians (``gaussian_pair_epsilon``). An estimate, not a bound: it assumes the statistics
-  are Gaussian.
-- ``steinke_lower_bound``: Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run",
-  NeurIPS 2023, Theorem 3 and its δ > 0 extension (Prop. 5.x): guess which canaries were inserted from
-  their scores; if the mechanism were (ε, δ)-DP, many correct guesses would be unlikely
-  (``steinke_p_value``), so the largest ε rejected at the given confidence is a statistically valid
-  lower bound on the ε the run really has. It requires the independent inclusion ``inserted_mask``
-  draws.
-
-``amplified_epsilon`` is the accountant's upper bound to hold those against.
+- ``final model``: cos(c_j, Σ_t Δ_t). A never-inserted direction is uniform on the sphere, independent of the
+  model: its cosine has mean 0 and spread exactly 1/sqrt(d), so the null is known (Andrew, Kairouz, Oh, Oprea,
+  McMahan, Suriyakumar, "One-shot Empirical Privacy Estimation for Federated Learning", ICLR 2024, §4).
+- ``all iterates``: Σ_t cos(c_j, Δ_t) over the rounds the canary was due. For a canary inserted every round under
+  isotropic Gaussian noise the most powerful test is linear in Σ_t <c_j, Δ_t> (Neyman–Pearson), and the sum of T
+  rounds is the T-fold composition of the Gaussian mechanism: its μ is sqrt(T)/z, the exact ε's. Its null depends on
+  how the released deltas align across rounds, so both sides are fitted (one spread).
+- ``all iterates (max)``: Andrew et al.'s own statistic, max_t cos(c_j, Δ_t): more power when a canary is in one or
+  a few unknown rounds, less when it is in all of them; a shift family too, fitted the same way.
 """
 
 from __future__ import annotations
 
 import math
 
-import dp_accounting
 import numpy as np
-from dp_accounting import rdp
-from scipy import stats
-from scipy.special import expit
 
-EPS_CEILING = 1000.0  # gaussian_pair_epsilon: an ε whose δ(ε) is still above δ here counts as unreachable (∞)
-LOWER_BOUND_CEILING = 100.0  # steinke_lower_bound searches ε in [0, 100]
+from leakbed.core.audit_bound import steinke_lower_bound
+from leakbed.core.audit_estimates import LEVEL, equal_spread_estimate, known_null_estimate, two_spread_epsilon
+
+VIEWS = ("final model", "all iterates", "all iterates (max)")
+STATISTICS = {
+    "final model": "cos(c, Σ_t Δ_t); null known: a random direction's cosine in d dimensions",
+    "all iterates": "Σ_t cos(c, Δ_t) over the rounds a canary was due; both sides fitted, one spread",
+    "all iterates (max)": "max_t cos(c, Δ_t) over the rounds a canary was due (Andrew et al.); both sides fitted, one spread",
+}
 
 
 def canary_directions(k: int, dim: int, seed: int) -> np.ndarray:
@@ -54,7 +52,7 @@ def inserted_mask(k: int, seed: int) -> np.ndarray:
     """Which canaries are inserted: bool (k,), independent fair coins (Steinke et al.'s one-run bound needs
     independent inclusion, not a fixed half). Drawn from ``default_rng([seed, 1])``, a stream independent of
     the directions'. For tiny k it may come out all True or all False; that is allowed (the audit then has
-    no null or no signal set and ``andrew_epsilon`` refuses it), not re-drawn, since re-drawing on the
+    no null or no signal set and the estimates refuse it), not re-drawn, since re-drawing on the
     outcome would break independence."""
     if k < 0:
         raise ValueError(f"need k >= 0, got {k}")
@@ -79,207 +77,59 @@ def cosines(directions: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.asarray(directions @ unit, dtype=np.float64)
 
 
-def all_iterates_statistic(per_round: np.ndarray) -> np.ndarray:
-    """The all-iterates statistic from (T, k) per-round cosines cos(c_j, Δ_t): their sum over rounds, (k,).
-
-    Why the sum and not Andrew et al.'s max over rounds: a canary inserted every round adds a fixed a·c_j
-    to each Δ_t under (nearly) isotropic Gaussian noise, so by Neyman–Pearson the most powerful test of
-    "inserted" is linear in Σ_t <c_j, Δ_t>; the cosine divides by ‖Δ_t‖, which is noise-dominated and
-    nearly constant over rounds in high dimension. The sum of T such rounds is again Gaussian with
-    signal-to-noise sqrt(T) times one round's, exactly the composition of T Gaussian mechanisms, so the
-    Gaussian fit of ``andrew_epsilon`` stays apt; the max of T Gaussians has Gumbel-like tails a Gaussian
-    fit misdescribes. The max has more power only when a canary appears in one or a few unknown rounds.
-    """
+def _rounds(per_round: np.ndarray, due: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     per_round = np.asarray(per_round, dtype=np.float64)
     if per_round.ndim != 2:
         raise ValueError(f"per_round must be (rounds, canaries), got shape {per_round.shape}")
-    return per_round.sum(axis=0)
+    due = np.ones(per_round.shape, bool) if due is None else np.asarray(due, dtype=bool)
+    if due.shape != per_round.shape:
+        raise ValueError(f"due {due.shape} does not match per_round {per_round.shape}")
+    return per_round, due
 
 
-def _log_mass(mu: float, sigma: float, lo: float, hi: float) -> float:
-    """log P[lo < X < hi] for X ~ N(mu, sigma²), stable in either tail (lo, hi may be ±inf)."""
-    a, b = (lo - mu) / sigma, (hi - mu) / sigma
-    if not a < b:
-        return -math.inf
-    if a > 0:  # both in the upper tail: difference of survival functions
-        la, lb = float(stats.norm.logsf(a)), float(stats.norm.logsf(b))
-    else:  # b <= 0 or straddling 0: difference of CDFs (straddling: both logs are well away from -inf)
-        lb, la = float(stats.norm.logcdf(a)), float(stats.norm.logcdf(b))
-    if la == -math.inf:
-        return -math.inf
-    return la + math.log1p(-math.exp(lb - la)) if lb < la else -math.inf
+def all_iterates_statistic(per_round: np.ndarray, due: np.ndarray | None = None) -> np.ndarray:
+    """Σ_t cos(c_j, Δ_t) over the rounds each canary was due (every round without ``due``), (k,), from (T, k)."""
+    per_round, due = _rounds(per_round, due)
+    return np.where(due, per_round, 0.0).sum(axis=0)
 
 
-def _log_mass_set(mu: float, sigma: float, intervals: list[tuple[float, float]]) -> float:
-    logs = [_log_mass(mu, sigma, lo, hi) for lo, hi in intervals]
-    return float(np.logaddexp.reduce(logs)) if logs else -math.inf
+def max_over_rounds(per_round: np.ndarray, due: np.ndarray | None = None) -> np.ndarray:
+    """Andrew et al.'s max_t cos(c_j, Δ_t) over the rounds each canary was due, (k,); NaN for a canary never due."""
+    per_round, due = _rounds(per_round, due)
+    if per_round.shape[0] == 0:
+        return np.full(per_round.shape[1], np.nan)
+    best = np.where(due, per_round, -np.inf).max(axis=0)
+    return np.where(np.isfinite(best), best, np.nan)
 
 
-def _region(eps: float, mu_a: float, s_a: float, mu_b: float, s_b: float) -> list[tuple[float, float]]:
-    """The intervals where p_a(x) > e^ε p_b(x): 2·(log p_a − log p_b − ε) > 0 is A x² + B x + C > 0."""
-    A = 1 / s_b**2 - 1 / s_a**2
-    B = 2 * mu_a / s_a**2 - 2 * mu_b / s_b**2
-    C = mu_b**2 / s_b**2 - mu_a**2 / s_a**2 + 2 * math.log(s_b / s_a) - 2 * eps
-    inf = math.inf
-    if A == 0:
-        if B == 0:
-            return [(-inf, inf)] if C > 0 else []
-        root = -C / B
-        return [(root, inf)] if B > 0 else [(-inf, root)]
-    disc = B * B - 4 * A * C
-    if disc <= 0:
-        return [(-inf, inf)] if A > 0 else []  # the quadratic keeps A's sign (bar a single point)
-    q = -0.5 * (B + math.copysign(math.sqrt(disc), B))  # the stable quadratic formula: no cancellation
-    r1, r2 = sorted((q / A, C / q))  # q != 0: disc > 0
-    return [(-inf, r1), (r2, inf)] if A > 0 else [(r1, r2)]
+def _view(scores: np.ndarray, inserted: np.ndarray, estimate: dict, delta: float, confidence: float) -> dict:
+    """An estimate with the one-run bound on the same scores (a canary without a score ranks as 0: no evidence)."""
+    bound = steinke_lower_bound(np.nan_to_num(scores, nan=0.0), inserted, delta, confidence)
+    ins, out = scores[inserted], scores[~inserted]
+    return {
+        **estimate,
+        "epsilon_two_spreads": two_spread_epsilon(ins[np.isfinite(ins)], out[np.isfinite(out)], delta),
+        "epsilon_lower_bound": bound["epsilon"],
+        "lower_bound_ceiling": bound["ceiling"],
+        "guesses": bound["guesses"],
+        "correct": bound["correct"],
+    }
 
 
-def _hockey_stick(eps: float, mu_a: float, s_a: float, mu_b: float, s_b: float) -> float:
-    """∫ max(0, p_a − e^ε p_b) dx exactly: P_a(S) − e^ε P_b(S) over the region S, in log space so that
-    both tiny terms of a large ε keep their relative precision."""
-    region = _region(eps, mu_a, s_a, mu_b, s_b)
-    la = _log_mass_set(mu_a, s_a, region)
-    if la == -math.inf:
-        return 0.0
-    lb = _log_mass_set(mu_b, s_b, region) + eps
-    return max(0.0, -math.expm1(lb - la) * math.exp(la)) if lb < la else 0.0
-
-
-def _pair_delta(eps: float, mu0: float, sigma0: float, mu1: float, sigma1: float) -> float:
-    """δ(ε) of the pair by the exact interval integral, max over both orders (any sigmas > 0)."""
-    return max(_hockey_stick(eps, mu0, sigma0, mu1, sigma1), _hockey_stick(eps, mu1, sigma1, mu0, sigma0))
-
-
-def _gdp_delta(eps: float, mu: float) -> float:
-    """Balle & Wang (2018)'s δ(ε) of the Gaussian mechanism at μ: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2),
-    evaluated in log space for large ε."""
-    if mu == 0:
-        return 0.0
-    l1 = float(stats.norm.logcdf(-eps / mu + mu / 2))
-    l2 = float(stats.norm.logcdf(-eps / mu - mu / 2)) + eps
-    return max(0.0, -math.expm1(l2 - l1) * math.exp(l1)) if l2 < l1 else 0.0
-
-
-def _smallest_eps(delta_of, delta: float) -> float:
-    """The smallest ε >= 0 with delta_of(ε) <= delta for a non-increasing delta_of, by bisection."""
-    if delta_of(0.0) <= delta:
-        return 0.0
-    if delta_of(EPS_CEILING) > delta:
-        return math.inf
-    lo, hi = 0.0, EPS_CEILING  # invariant: delta_of(lo) > delta >= delta_of(hi)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if delta_of(mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-12 * max(1.0, hi):
-            break
-    return hi
-
-
-def gaussian_pair_epsilon(mu0: float, sigma0: float, mu1: float, sigma1: float, delta: float) -> float:
-    """ε at δ of the privacy curve between N(mu0, sigma0²) and N(mu1, sigma1²), the max over both orders of
-    δ(ε) = ∫ max(0, p_a − e^ε p_b) dx: the smallest ε >= 0 with δ(ε) <= delta (bisection); 0.0 when δ(0) is
-    already <= delta, math.inf when not reached below ε = 1000.
-
-    Equal sigmas: the Gaussian mechanism's closed form at μ = |mu1 − mu0|/σ. Unequal sigmas: the region
-    p_a > e^ε p_b is a quadratic inequality in x, so δ(ε) is exact as normal-CDF differences over at most
-    two intervals. A zero sigma (a point mass) is ∞ apart from anything but the same point mass."""
-    values = (mu0, sigma0, mu1, sigma1, delta)
-    if not all(math.isfinite(v) for v in values) or sigma0 < 0 or sigma1 < 0 or not 0 <= delta <= 1:
-        raise ValueError(f"need finite means, sigmas >= 0 and 0 <= delta <= 1, got {values}")
-    if sigma0 == 0 or sigma1 == 0:
-        return 0.0 if (sigma0 == sigma1 and mu0 == mu1) or delta >= 1 else math.inf
-    if sigma0 == sigma1:
-        mu = abs(mu1 - mu0) / sigma0
-        return _smallest_eps(lambda eps: _gdp_delta(eps, mu), delta)
-    return _smallest_eps(lambda eps: _pair_delta(eps, mu0, sigma0, mu1, sigma1), delta)
-
-
-def andrew_epsilon(inserted: np.ndarray, held_out: np.ndarray, delta: float) -> float:
-    """Andrew et al.'s one-shot ε estimate: a Gaussian (mean, std with ddof=1) fitted to the inserted
-    canaries' statistics and one to the held-out canaries', and the ε at δ between the two."""
-    ins = np.asarray(inserted, dtype=np.float64).ravel()
-    out = np.asarray(held_out, dtype=np.float64).ravel()
-    if ins.size < 2 or out.size < 2:
-        raise ValueError(f"need at least 2 inserted and 2 held-out statistics, got {ins.size} and {out.size}")
-    return gaussian_pair_epsilon(float(out.mean()), float(out.std(ddof=1)), float(ins.mean()), float(ins.std(ddof=1)), delta)
-
-
-def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
-    """Steinke et al.'s p-value of at least v correct guesses out of r among m canaries if the mechanism
-    were (ε, δ)-DP: each guess is at best randomized response, right with probability q = e^ε/(1+e^ε), so
-    β = P[Binomial(r, q) >= v]; δ adds 2·m·δ·α with α = max over i = 1..v of P[v−i <= Binomial(r, q) < v]/i.
-    Returns min(1, β + 2mδα)."""
-    if not (0 <= v <= r <= m and epsilon >= 0 and 0 <= delta <= 1):
-        raise ValueError(f"need 0 <= v <= r <= m, epsilon >= 0, 0 <= delta <= 1; got {m, r, v, epsilon, delta}")
-    q = float(expit(epsilon))
-    beta = float(stats.binom.sf(v - 1, r, q))
-    if v == 0:
-        return min(1.0, beta)
-    below = stats.binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[B = v−1], P[B = v−2], …, P[B = 0]
-    alpha = float(np.max(np.cumsum(below) / np.arange(1, v + 1)))  # i-th entry: P[v−i <= B < v] / i
-    return min(1.0, beta + 2 * m * delta * alpha)
-
-
-def steinke_lower_bound(
-    scores: np.ndarray, inserted: np.ndarray, delta: float, confidence: float = 0.95, guesses: int | None = None
-) -> dict:
-    """Steinke et al.'s one-run lower bound on ε from canary scores and the true inclusion mask.
-
-    Canaries are ranked by score (ties in index order); the top guesses//2 are guessed "inserted", the
-    bottom guesses//2 "held out", the rest abstained on. Default r = m//2 rounded down to even: abstain on
-    the middle half, where the guesses are least reliable; fixed before looking at the outcome, as the
-    bound requires (choosing r by its result would need a correction for the multiple tries). v correct
-    guesses reject (ε, δ)-DP when ``steinke_p_value`` <= 1 − confidence; the largest such ε in [0, 100]
-    (bisection; 0.0 when not even ε = 0 is rejected) is the bound, valid with probability ``confidence``.
-    """
-    scores = np.asarray(scores, dtype=np.float64).ravel()
-    inserted = np.asarray(inserted, dtype=bool).ravel()
-    m = scores.size
-    if inserted.size != m:
-        raise ValueError(f"{m} scores but {inserted.size} inclusion flags")
-    if np.isnan(scores).any():
-        raise ValueError("scores contain NaN")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if guesses is None:
-        guesses = (m // 2) // 2 * 2
-    if not 0 <= guesses <= m:
-        raise ValueError(f"guesses must be in [0, {m}], got {guesses}")
-    half = guesses // 2
-    r = 2 * half
-    order = np.argsort(-scores, kind="stable")
-    v = int(inserted[order[:half]].sum() + (~inserted[order[m - half :]]).sum()) if half else 0
-    threshold = 1 - confidence
-
-    def rejected(eps: float) -> bool:
-        return steinke_p_value(m, r, v, eps, delta) <= threshold
-
-    if r == 0 or not rejected(0.0):
-        eps_lb = 0.0
-    elif rejected(LOWER_BOUND_CEILING):
-        eps_lb = LOWER_BOUND_CEILING
-    else:
-        lo, hi = 0.0, LOWER_BOUND_CEILING  # invariant: lo rejected, hi not
-        while hi - lo > 1e-6:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
-        eps_lb = lo  # the rejected end: conservative
-    return {"epsilon": eps_lb, "guesses": r, "correct": v, "canaries": m, "confidence": confidence}
-
-
-def amplified_epsilon(noise_multiplier: float, sample_rate: float, rounds: int, delta: float) -> float | None:
-    """ε after ``rounds`` Poisson-subsampled Gaussian rounds at rate q and noise multiplier z, by
-    dp_accounting's RDP accountant (add-or-remove-one): the amplification-by-sampling upper bound to set
-    an audit against. Flower samples a fixed count m of N clients per round, so this is the Poisson
-    approximation at q = m/N. None without noise or without rounds (no finite guarantee)."""
-    if noise_multiplier <= 0 or rounds <= 0:
-        return None
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
-    accountant = rdp.RdpAccountant()
-    event = dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier))
-    accountant.compose(event, rounds)
-    return float(accountant.get_epsilon(delta))
+def audit_views(final: np.ndarray, per_round: np.ndarray, due: np.ndarray | None, inserted: np.ndarray, dim: int,
+                delta: float, confidence: float = 0.95, level: float = LEVEL) -> dict[str, dict]:  # fmt: skip
+    """Every view's ε_emp (with its ``level`` interval, counts and spreads) and one-run bound, from the final model's
+    cosines (k,), the per-round cosines (T, k), which canaries were due each round (T, k) and which were inserted."""
+    inserted = np.asarray(inserted, dtype=bool)
+    final = np.asarray(final, dtype=np.float64)
+    summed = all_iterates_statistic(per_round, due)
+    maxed = max_over_rounds(per_round, due)
+    scored = np.isfinite(maxed)
+    return {
+        "final model": _view(final, inserted, known_null_estimate(
+            final[inserted], final[~inserted], 1 / math.sqrt(dim), delta, level), delta, confidence),
+        "all iterates": _view(summed, inserted, equal_spread_estimate(
+            summed[inserted], summed[~inserted], delta, level), delta, confidence),
+        "all iterates (max)": _view(maxed, inserted, equal_spread_estimate(
+            maxed[inserted & scored], maxed[~inserted & scored], delta, level), delta, confidence),
+    }  # fmt: skip

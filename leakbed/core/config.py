@@ -442,8 +442,13 @@ class AuditConfig(Section):
         1.0, gt=0.0, le=1.0, description="share of the inserted canaries that joins each round (fixed count) [fraction]"
     )
     norm: float = Field(
-        0.0, ge=0.0, le=1e6,
-        description="a canary update's L2 norm; 0 = the clipping norm of the run's DP defense (1.0 without one) [L2 norm]",
+        0.0, ge=0.0, le=1e9,
+        description="a canary update's L2 norm; 0 = audit.scale times the run's clipping norm (1.0 without one) [L2 norm]",
+    )
+    scale: float = Field(
+        1e4, ge=1.0, le=1e6,
+        description="with norm = 0: a canary's norm over the clipping norm, far above 1 so the clipper must act (Andrew "
+        "et al.: 1e4) [ratio]",
     )
     confidence: float = Field(0.95, ge=0.5, le=0.999, description="confidence of the one-run lower bound [probability]")
     delta: float = Field(

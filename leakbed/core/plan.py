@@ -51,6 +51,11 @@ class DevicePlan(Section):
     records: bool = Field(False, description="seal the records (and properties) the update's batches used [flag]")
     adversary: AdversaryConfig = AdversaryConfig()
     participants: int = Field(1, ge=1, le=1_000_000, description="devices sampled per round, K [count]")
+    noise_secret: int | None = Field(
+        None, ge=0, lt=2**128,
+        description="the run's DP noise secret (the referee's, never in the config): devices draw DP noise from it; "
+        "None = the OS's randomness [integer]",
+    )  # fmt: skip
 
     def defenses_of(self, user: str) -> list[PlannedDefense]:
         """The defenses ``user`` applies, in config order."""

@@ -79,9 +79,18 @@ ATTACK_LAG_ROUNDS = _server_gauge("leakbed_attack_lag_rounds", "How many rounds 
 UTILITY = _server_gauge("leakbed_utility", "Utility of the global model on held-out data [ratio].", ("prior", "defense"))
 PRIVACY_EPSILON = _server_gauge(
     "leakbed_privacy_epsilon",
-    "ε of the run's privacy: the accountant's (estimate=accountant, or accountant-amplified) and the empirical audit's "
-    "(andrew, lower-bound) for a view (all-iterates, final-model); +Inf without a finite guarantee [epsilon].",
+    "ε of the run's privacy: the DP defense's claim (estimate=accountant: Flower's RDP), its exact value (exact: PLD) "
+    "and the Poisson-sampling approximation (poisson-approximation) under view=mechanism; the canary audit's ε_emp "
+    "(emp) with its 90% interval (emp-lower, emp-upper), Steinke et al.'s one-run lower bound (lower-bound) and the "
+    "most it can show with the run's canaries (lower-bound-ceiling) per view (final-model, all-iterates, "
+    "all-iterates-max); +Inf without a finite guarantee [epsilon].",
     ("prior", "defense", "estimate", "view"),
+)
+PRIVACY_FLAGGED = _server_gauge(
+    "leakbed_privacy_flagged",
+    "1 when the canary audit's ε_emp interval lies wholly above the accountant's ε: the run leaks more than its DP "
+    "claims [bool].",
+    ("prior", "defense"),
 )
 ATTACK_AP = _server_gauge("leakbed_attack_ap", "Mean average precision of the attack [ratio].", ATTACK_LABELS)
 ATTACK_X_CHANCE = _server_gauge("leakbed_attack_x_chance", "Attack AP divided by chance AP [multiple].", ATTACK_LABELS)

@@ -77,12 +77,16 @@ class DeviceContext:
 
 @dataclass(frozen=True)
 class ServerContext:
-    """What a defense's server half gets: the run's users, how many devices are sampled a round, the rounds run."""
+    """What a defense's server half gets: the run's users, how many devices are sampled a round, the rounds run; the
+    privacy audit's canary replies averaged beside them each round (a DP wrapper's noise is calibrated to every reply
+    it averages), and the run's noise secret (draw DP noise from it, never from ``seed``: ``core.secret_noise``)."""
 
     users: list[str]
     sampled: int
     rounds: int
     seed: int
+    canaries: int = 0
+    noise_secret: int | None = None  # None: draw from the OS's randomness
 
 
 class Defense:
@@ -113,14 +117,9 @@ class Defense:
         """A Flower Mod around the device's train handler (update level), or None."""
         return None
 
-    def canary_mod(self, params: Any, seed: int) -> Mod | None:  # noqa: ARG002
-        """The Mod a privacy audit's canary client passes through, as an adopting device's reply would (the
-        update-level mechanism whose ε the audit checks: clipping, local noise); ``seed`` is the canary's and the
-        round's. None: the defense does nothing to an update on a device."""
-        return None
-
     def clip(self, params: Any) -> float | None:  # noqa: ARG002
-        """The L2 norm it bounds each update to (a canary's norm by default), or None."""
+        """The L2 norm it bounds each update to, or None (the privacy audit's canaries are made far above it, and pass
+        ``mod`` as an adopting device's reply does, so a clipper that does not deliver this norm shows)."""
         return None
 
     def wrap_strategy(self, strategy: Strategy, params: Any, ctx: ServerContext) -> Strategy:  # noqa: ARG002

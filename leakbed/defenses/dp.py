@@ -3,15 +3,19 @@
 ``dp-fedavg`` (seed 001 §7 "DP-FedAvg" after McMahan et al. [55]; seed 002 §7.3.4
 participant-level DP): each adopting device clips its update Δw to L2 norm ``clip`` with Flower's
 ``fixedclipping_mod``; the server's ``DifferentialPrivacyClientSideFixedClipping`` wrapper (see
-``leakbed/server/dp.py``) adds Gaussian noise of std z·clip/m to the *aggregate*. Threat model: this
-protects users against whoever sees only the global models; the curious server itself still
-sees every clipped individual update (central DP trusts the aggregator), so clipping is all that
-stands between it and re-identification.
+``leakbed/server/dp.py``) adds Gaussian noise of std z·clip/m to the *aggregate* of the m replies it
+averages (the privacy audit's canaries included). Threat model: this protects users against whoever sees
+only the global models; the curious server itself still sees every clipped individual update (central DP
+trusts the aggregator), so clipping is all that stands between it and re-identification.
 
 ``local-dp``: each adopting device clips Δw and adds Gaussian noise of std z·clip itself with
 Flower's ``LocalDpMod`` (sensitivity = clip, ε = sqrt(2 ln(1.25/δ))/z, δ), so the curious server
-only ever sees noised updates. Flower draws that noise from NumPy's global generator; it is
-seeded per user and round here so the same seed gives the same numbers.
+only ever sees noised updates.
+
+The noise of both is drawn from the run's noise secret (``core.secret_noise``: 128 bits from the OS, kept by the
+referee), never from the experiment seed: whoever holds the config cannot regenerate it and take it off. Flower draws
+from NumPy's global generator; it is set to a stream of the secret per round (the server's noise) or per device and
+round (a device's) while Flower draws. The privacy row gives Flower's RDP ε (the claim) and the exact ε (PLD).
 
 Both need every model entry to be floating point (Flower clips all arrays, integer buffers
 included), see ``defenses.compat``.
@@ -20,7 +24,6 @@ included), see ``defenses.compat``.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -32,7 +35,8 @@ from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping, 
 from flwr.supercore.differential_privacy import compute_clip_model_update
 from pydantic import Field
 
-from leakbed.core.privacy import gaussian_epsilon, rdp_epsilon
+from leakbed.core.privacy import gaussian_epsilon, pld_epsilon, rdp_epsilon
+from leakbed.core.secret_noise import global_noise
 from leakbed.defenses.contract import Defense, DefenseSetting, DeviceContext, Params, ServerContext
 
 MOD_STAGE = 40  # outermost: it clips (and noises) what every other defense leaves
@@ -72,20 +76,12 @@ def local_dp_mod(params: DPParams) -> Mod:
 
 
 def seeded(mod: Mod, ctx: DeviceContext) -> Mod:
-    """``mod`` with NumPy's global generator (Flower's DP Mods draw from it) seeded per user and round."""
-    return seeded_by(mod, zlib.crc32(f"{ctx.plan.seed}/{ctx.round}/{ctx.user}/dp".encode()))
-
-
-def seeded_by(mod: Mod, seed: int) -> Mod:
-    """``mod`` with NumPy's global generator seeded with ``seed`` while it runs, restored after."""
+    """``mod`` drawing its noise (Flower's DP Mods draw from NumPy's global generator) from the plan's noise secret,
+    a stream per device, round and defense entry."""
 
     def run(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-        state = np.random.get_state()
-        np.random.seed(seed % 2**32)
-        try:
+        with global_noise(ctx.plan.noise_secret, "device-dp", ctx.round, ctx.user, ctx.index):
             return mod(msg, context, call_next)
-        finally:
-            np.random.set_state(state)
 
     return run
 
@@ -100,11 +96,12 @@ def float_state_only(name: str, setting: DefenseSetting) -> str | None:
 
 
 class SeededDpFixedClipping(DifferentialPrivacyClientSideFixedClipping):
-    """Flower's client-side fixed-clipping wrapper with reproducible noise; counts its releases."""
+    """Flower's client-side fixed-clipping wrapper with its noise drawn from the noise secret ``secret`` (a stream per
+    round; fresh OS entropy when None); counts its releases."""
 
-    def __init__(self, strategy: Strategy, params: DPParams, sampled: int, seed: int) -> None:
-        super().__init__(strategy, params.noise_multiplier, params.clip, sampled)
-        self._seed = seed
+    def __init__(self, strategy: Strategy, params: DPParams, averaged: int, secret: int | None) -> None:
+        super().__init__(strategy, params.noise_multiplier, params.clip, averaged)
+        self._secret = secret
         self._round = 0
         self.releases = 0
 
@@ -115,12 +112,8 @@ class SeededDpFixedClipping(DifferentialPrivacyClientSideFixedClipping):
         return arrays, metrics
 
     def _add_noise_to_aggregated_arrays(self, aggregated_arrays: ArrayRecord) -> ArrayRecord:
-        state = np.random.get_state()
-        np.random.seed(zlib.crc32(f"{self._seed}/{self._round}/dp-fedavg".encode()))
-        try:
+        with global_noise(self._secret, "dp-fedavg", self._round):
             return super()._add_noise_to_aggregated_arrays(aggregated_arrays)
-        finally:
-            np.random.set_state(state)
 
 
 class DPFedAvg(Defense):
@@ -145,23 +138,24 @@ class DPFedAvg(Defense):
         return float_state_only(self.name, setting)
 
     def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
-        return seeded(fixedclipping_mod, ctx)
-
-    def canary_mod(self, params: DPParams, seed: int) -> Mod | None:
         return fixedclipping_mod  # the clipping norm comes in the round's message, from the server's wrapper
 
     def clip(self, params: DPParams) -> float | None:
         return params.clip
 
     def wrap_strategy(self, strategy: Strategy, params: DPParams, ctx: ServerContext) -> Strategy:
-        return SeededDpFixedClipping(strategy, params, ctx.sampled, ctx.seed)
+        return SeededDpFixedClipping(strategy, params, ctx.sampled + ctx.canaries, ctx.noise_secret)
 
     def privacy(self, params: DPParams, ctx: ServerContext, adopters: int, releases: int) -> dict | None:
         z, c, m, users = params.noise_multiplier, params.clip, ctx.sampled, len(ctx.users)
+        averaged = m + ctx.canaries  # the replies the wrapper averages and calibrates its noise to
         row = {"noise_multiplier": z, "clip": c, "delta": params.delta, "adopters": adopters, "sampled_per_round": m,
-               "releases": releases, "noise_std_on_average": z * c / m}  # fmt: skip
-        row["epsilon"] = rdp_epsilon(z, m, users, releases, params.delta) if adopters == users else None
-        row["accountant"] = "flwr RdpAccountant: user level, add-or-remove-one, no sampling amplification"
+               "averaged_per_round": averaged, "releases": releases, "noise_std_on_average": z * c / averaged}  # fmt: skip
+        guaranteed = adopters == users
+        row["epsilon"] = rdp_epsilon(z, m, users, releases, params.delta) if guaranteed else None
+        row["epsilon_exact"] = pld_epsilon(z, releases, params.delta) if guaranteed else None
+        row["accountant"] = ("flwr RdpAccountant: user level, add-or-remove-one, no sampling amplification; exact: "
+                             "dp_accounting's PLD accountant")  # fmt: skip
         if adopters < users:
             row["note"] = "not every device clips: no user-level guarantee"
         elif z == 0:
@@ -184,9 +178,6 @@ class LocalDP(Defense):
     def mod(self, ctx: DeviceContext, params: DPParams) -> Mod | None:
         return seeded(local_dp_mod(params), ctx)
 
-    def canary_mod(self, params: DPParams, seed: int) -> Mod | None:
-        return seeded_by(local_dp_mod(params), seed)
-
     def clip(self, params: DPParams) -> float | None:
         return params.clip
 
@@ -198,7 +189,9 @@ class LocalDP(Defense):
             "epsilon_per_release": per_release if math.isfinite(per_release) else None,
             # a user is sampled at most once a round: T releases bound its composition
             "epsilon": rdp_epsilon(z, 1, 1, ctx.rounds, params.delta),
-            "accountant": "per release: Gaussian mechanism bound (LocalDpMod); over all rounds: flwr RdpAccountant",
+            "epsilon_exact": pld_epsilon(z, ctx.rounds, params.delta),
+            "accountant": "per release: Gaussian mechanism bound (LocalDpMod); over all rounds: flwr RdpAccountant; "
+            "exact: dp_accounting's PLD accountant",
         }  # fmt: skip
         if z == 0:
             row["note"] = "noise multiplier 0: clipping only, no guarantee"

@@ -6,10 +6,10 @@ Andrew, Kairouz, Oh, Oprea, McMahan, Suriyakumar, "One-shot Empirical Privacy Es
 released model deltas, inserted canaries against canaries never inserted, gives ε for user-level DP-FedAvg in the same
 run that trains the model. Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run" (NeurIPS 2023): the
 same scores give a lower bound on ε at a stated confidence, when each canary is inserted independently with
-probability 1/2. Threat model of the audit: the auditor sees what the curious server releases (every round's
-aggregate, or the final model alone) and knows the canaries' secret; it is the referee, the trusted party, so the
-secret never reaches the attack side (the canaries' replies enter after the tap, which hands the attacks only real
-users' updates).
+probability 1/2 (``core.audit``: the views, their estimates with intervals, the bound). Threat model of the audit:
+the auditor sees what the curious server releases (every round's aggregate, or the final model alone) and knows the
+canaries' secret; it is the referee, the trusted party, so the secret never reaches the attack side (the canaries'
+replies enter after the tap, which hands the attacks only real users' updates).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from leakbed.core.audit import all_iterates_statistic, andrew_epsilon, cosines, steinke_lower_bound
+from leakbed.core.audit import audit_views, cosines, inserted_mask
+from leakbed.core.audit_estimates import LEVEL
 
 CHUNK = 64  # canary directions made at once [rows]: the audit holds k x d floats only when that is small
 CACHE_BYTES = 256 * 2**20  # [bytes] directions kept in memory up to this size, regenerated per round above it
@@ -34,7 +35,7 @@ class CanaryAudit:
         self.k, self.norm, self.seed = candidates, norm, seed
         self.keys, self.shapes = keys, dict(shapes)
         self.dim = int(sum(math.prod(shapes[k]) for k in keys))
-        self.inserted = np.random.default_rng([seed, 1]).random(candidates) < 0.5  # independent, as Steinke requires
+        self.inserted = inserted_mask(candidates, seed)  # independent coins, as Steinke requires
         self.rate = rate
         self._cache = None if self.k * self.dim * 4 > CACHE_BYTES else self._directions(range(self.k))
         self.per_round_cos: list[np.ndarray] = []  # (k,) per released round
@@ -69,7 +70,8 @@ class CanaryAudit:
         return np.flatnonzero(self.schedule(rnd) & self.inserted)
 
     def update(self, canary: int) -> dict[str, np.ndarray]:
-        """Canary ``canary``'s update Δw: its direction at L2 norm ``norm``, shaped as the model's float entries."""
+        """Canary ``canary``'s update Δw: its direction at L2 norm ``norm`` (far above the clipping norm: the device's
+        clipper must act on it), shaped as the model's float entries."""
         flat = (self._cache[canary] if self._cache is not None else self._directions([canary])[0]) * self.norm
         out, at = {}, 0
         for key in self.keys:
@@ -90,33 +92,25 @@ class CanaryAudit:
         parts = [cosines(self._directions(np.arange(a, min(a + CHUNK, self.k))), delta) for a in range(0, self.k, CHUNK)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    def statistics(self) -> dict[str, np.ndarray]:
-        """Per candidate: the final model's cosine (the sum of every released delta) and all iterates' statistic."""
+    def statistics(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The final model's cosines (k,) (with the sum of every released delta), the per-round cosines (T, k) and
+        which canaries were due each round (T, k)."""
         per_round = np.stack(self.per_round_cos) if self.per_round_cos else np.zeros((0, self.k))
         due = np.stack(self.scheduled) if self.scheduled else np.zeros((0, self.k), bool)
-        final = self._cosines(self._total.astype(np.float32))
-        return {"final model": final, "all iterates": all_iterates_statistic(per_round * due)}
+        return self._cosines(self._total.astype(np.float32)), per_round, due
 
-    def result(self, delta: float, confidence: float) -> dict:
-        """Andrew et al.'s ε estimate and Steinke et al.'s lower bound, for the final model and for all iterates."""
+    def result(self, delta: float, confidence: float, level: float = LEVEL) -> dict:
+        """Per view (``core.audit.VIEWS``): ε_emp with its ``level`` interval, counts and spreads per side, Steinke et
+        al.'s lower bound at ``confidence`` and the most it can show with this many canaries."""
         inserted = self.inserted
         out: dict = {"candidates": self.k, "inserted": int(inserted.sum()), "per_round": self.per_round,
-                     "rounds_observed": len(self.per_round_cos), "norm": self.norm, "delta": delta,
-                     "confidence": confidence}  # fmt: skip
+                     "rounds_observed": len(self.per_round_cos), "norm": self.norm, "dimension": self.dim,
+                     "delta": delta, "confidence": confidence, "level": level}  # fmt: skip
         if len(self.per_round_cos) == 0 or min(inserted.sum(), (~inserted).sum()) < 2:
             out["note"] = "too few canaries or no released round: no estimate"
             return out
-        for view, scores in self.statistics().items():
-            bound = steinke_lower_bound(scores, inserted, delta, confidence)
-            out[view] = {
-                "epsilon_andrew": andrew_epsilon(scores[inserted], scores[~inserted], delta),
-                "epsilon_lower_bound": bound["epsilon"],
-                "guesses": bound["guesses"],
-                "correct": bound["correct"],
-                "mean_inserted": float(scores[inserted].mean()),
-                "mean_held_out": float(scores[~inserted].mean()),
-            }
-        return out
+        final, per_round, due = self.statistics()
+        return {**out, **audit_views(final, per_round, due, inserted, self.dim, delta, confidence, level)}
 
 
 def _share(members: int, rate: float) -> int:

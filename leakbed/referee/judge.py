@@ -16,6 +16,7 @@ from leakbed.core.layout import RunLayout
 from leakbed.core.store import UpdateStore
 from leakbed.referee.canaries import CanaryAudit
 from leakbed.referee.context import ScoreContext
+from leakbed.referee.noise import noise_secret
 from leakbed.referee.schemas import OutputsError
 from leakbed.referee.score_participant import score_participants
 from leakbed.referee.scorers import score_one
@@ -42,6 +43,10 @@ class RunJudge:
         """The privacy audit's canaries (``audit.*``) over the model entries ``keys``: their secret stays here."""
         audit = self._cfg.audit
         return CanaryAudit(audit.canaries, audit.rate, norm, keys, shapes, derived_seed(self._cfg.seed, "audit"))
+
+    def noise_secret(self) -> int:
+        """The run's DP noise secret, kept in the referee's folder (``referee.noise``)."""
+        return noise_secret(self._folder)
 
     def _context(self, name: str, truth: Referee, groups: dict[str, set[str]] | None = None) -> ScoreContext:
         decl = self._declarations[name]

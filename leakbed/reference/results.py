@@ -13,6 +13,7 @@ produced it; a page marks where a table goes with ``<!-- generated: <name> -->``
     python -m leakbed.reference.results summarize pixel-sweep SWEEP_DIR --name NAME --command "leakbed sweep ..."
     python -m leakbed.reference.results summarize metadata RUN_OR_SWEEP_DIR --name NAME --label LABEL --command "..."
     python -m leakbed.reference.results summarize audit SWEEP_OR_RUN_DIR --name NAME --command "leakbed sweep ..."
+    python -m leakbed.reference.audit_coverage --seeds 1000 --runs 20   # the audit's coverage (kind audit-coverage)
     python -m leakbed.reference.results write          # rewrite every generated table of docs/ and README.md
 
 ``tests/docs/test_results.py`` re-renders every table and fails when a page and its summary disagree.
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from leakbed.core.tables import markdown_table
-from leakbed.reference.audit_results import audit_table, summarize_audit
+from leakbed.reference.audit_results import audit_table, coverage_table, summarize_audit
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "results" / "data"
@@ -409,6 +410,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "sweep": sweep_table,
     "suite": suite_table,
     "pixel-sweep": pixel_sweep_table,
+    "audit-coverage": coverage_table,
 }
 RENDER_MANY: dict[str, Callable[[list[dict]], str]] = {
     "metadata": metadata_table,

@@ -50,10 +50,12 @@ def runnable(cfg: ExperimentConfig, declarations: dict[str, Declaration]) -> lis
 
 
 def build_tap(
-    run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str], audit: Auditor | None = None
+    run: RunParts, halves: ServerHalves, pool: AttackPool, names: list[str], audit: Auditor | None = None,
+    noise_secret: int | None = None,
 ) -> CuriousTap:
-    """The curious tap around the audit's canaries (if any) around the defenses' server halves around FedAvg; the
-    tap samples each round's cohort and the inner FedAvg takes all of it (and the round's canaries)."""
+    """The curious tap around the audit's canaries (if any) around the defenses' server halves (their DP noise drawn
+    from ``noise_secret``) around FedAvg; the tap samples each round's cohort and the inner FedAvg takes all of it
+    (and the round's canaries)."""
     cfg, users = run.cfg, run.fed.user_ids
     fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0, min_available_nodes=1)
     shuffler = Shuffler(
@@ -70,7 +72,7 @@ def build_tap(
         len(users),
         cfg.fl.startup_timeout,
     )
-    inner = halves.wrap(fedavg, users, sampled_per_round(cfg, len(users)) + (audit.per_round if audit else 0))
+    inner = halves.wrap(fedavg, users, sampled_per_round(cfg, len(users)), audit.per_round if audit else 0, noise_secret)
     return CuriousTap(
         CanaryStrategy(inner, audit, halves) if audit else inner,
         sampler=sampler,
@@ -123,6 +125,8 @@ def run_federation(
     ``judge`` score them; writes ``metrics.json`` into the prior's results folder and returns it."""
     probe = MemoryProbe()  # off unless LEAKBED_MEMORY_PROBE names a file (benchmarks.memory)
     run = prepare_run(cfg, rule, layout, declarations, progress)
+    noise_secret = judge.noise_secret()  # the referee's: DP noise is drawn from it, never from the config's seed
+    run.plan = run.plan.model_copy(update={"noise_secret": noise_secret})
     probe.mark("prepare run (federation, model, test set)")
     users = run.fed.user_ids
     serve_metrics(cfg.telemetry)
@@ -152,7 +156,7 @@ def run_federation(
     tel.confined(pool.sandboxed or not pool.local)
     audit = canary_audit(cfg, run.model, halves, judge.canaries) if cfg.audit.canaries and not secagg else None
     try:
-        tap = build_tap(run, halves, pool, names, audit)
+        tap = build_tap(run, halves, pool, names, audit, noise_secret)
         loop_grid = SecAggGrid(grid, cfg.fl.secagg, cfg.fl.round_timeout) if secagg else grid
         run.timed(
             "fl",
@@ -187,7 +191,8 @@ def run_federation(
         # attacks by adversarial participants (devices), reported apart from the server's
         "participant_attacks": judge.participants(),
         "rounds_log": {str(r): vars(s) for r, s in sorted(tap.rounds.items())},
-        "privacy": (privacy := halves.privacy(users, sampled_per_round(cfg, len(users)), tap.releases)),
+        "privacy": (privacy := halves.privacy(users, sampled_per_round(cfg, len(users)), tap.releases,
+                                              audit.per_round if audit else 0)),
         **({"audit": audit_summary(audit, privacy, cfg, len(users))} if audit else {}),
         "shuffler": tap.shuffler_stats(),
     }

@@ -17,8 +17,10 @@ from flwr.serverapp.strategy import Strategy
 class ServerHalves(Protocol):
     uniform_weights: bool
 
-    def wrap(self, strategy: Strategy, users: list[str], sampled: int) -> Strategy:
-        """``strategy`` inside every defense's server half, in config order."""
+    def wrap(self, strategy: Strategy, users: list[str], sampled: int, canaries: int = 0,
+             noise_secret: int | None = None) -> Strategy:  # fmt: skip
+        """``strategy`` inside every defense's server half, in config order; each round it averages ``sampled`` devices'
+        and ``canaries`` canary replies, and draws its DP noise from ``noise_secret`` (the OS's randomness: None)."""
         ...
 
     def clip(self) -> float | None:
@@ -26,9 +28,10 @@ class ServerHalves(Protocol):
         ...
 
     def canary(self, train: Message, reply: ClientAppCallable, rnd: int, canary: int) -> Message:
-        """A privacy audit's canary reply to ``train`` after the device-side mechanisms a real reply passes."""
+        """A privacy audit's canary reply to ``train`` after the device Mods a real adopting device's reply passes."""
         ...
 
-    def privacy(self, users: list[str], sampled: int, releases: int) -> list[dict]:
-        """A row per defense that accounts for its privacy after ``releases`` aggregates."""
+    def privacy(self, users: list[str], sampled: int, releases: int, canaries: int = 0) -> list[dict]:
+        """A row per defense that accounts for its privacy after ``releases`` aggregates of ``sampled`` devices' and
+        ``canaries`` canary replies."""
         ...

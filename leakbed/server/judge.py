@@ -30,6 +30,11 @@ class Judge(Protocol):
         who is inserted) stays with the referee."""
         ...
 
+    def noise_secret(self) -> int:
+        """The run's DP noise secret, kept with the truth (drawn from the OS at a run's start, or the one kept for a
+        run reproduced on request): the DP noise is drawn from it, never from the config."""
+        ...
+
     def users_sealed(self) -> int:
         """How many distinct users the sealed updates came from (what the attacks' numbers rest on)."""
         ...

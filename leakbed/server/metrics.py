@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from leakbed.core import telemetry as t
+from leakbed.core.audit import VIEWS
 from leakbed.core.config import ExperimentConfig, TelemetryConfig
 from leakbed.workers import PoolStats
 
@@ -109,19 +110,28 @@ class RunTelemetry:
             self.attack(sub, sub_metrics)
 
     def audit(self, summary: dict) -> None:
-        """The audit's ε estimates beside the accountant's (``server.canaries.audit_summary``); bounded labels."""
-        gauge = t.PRIVACY_EPSILON
-        for estimate, key in (("accountant", "epsilon_accountant"), ("accountant-amplified", "epsilon_accountant_amplified")):
+        """The audit (``server.canaries.audit_summary``): the accountant's ε, the exact one and the Poisson
+        approximation, each view's ε_emp with its interval and the one-run bound with its ceiling, and the flag; bounded
+        labels."""
+        labels = {"prior": self.prior, "defense": self.defense}
+
+        def put(estimate: str, view: str, value: float | None) -> None:
+            t.PRIVACY_EPSILON.labels(**labels, estimate=estimate, view=view).set(float("inf") if value is None else float(value))
+
+        for estimate, key in (("accountant", "epsilon_accountant"), ("exact", "epsilon_exact"),
+                              ("poisson-approximation", "epsilon_poisson_approximation")):  # fmt: skip
             if key in summary:
-                value = summary[key]
-                gauge.labels(prior=self.prior, defense=self.defense, estimate=estimate, view="all-iterates").set(
-                    float("inf") if value is None else float(value)
-                )
-        for view in ("all iterates", "final model"):
-            for estimate, key in (("andrew", "epsilon_andrew"), ("lower-bound", "epsilon_lower_bound")):
-                if view in summary:
-                    labels = {"prior": self.prior, "defense": self.defense, "estimate": estimate, "view": view.replace(" ", "-")}
-                    gauge.labels(**labels).set(float(summary[view][key]))
+                put(estimate, "mechanism", summary[key])
+        for view in VIEWS:
+            est = summary.get(view)
+            if est:
+                name = view.replace(" (max)", "-max").replace(" ", "-")
+                put("emp", name, est["epsilon_emp"])
+                put("emp-lower", name, est["interval"][0])
+                put("emp-upper", name, est["interval"][1])
+                put("lower-bound", name, est["epsilon_lower_bound"])
+                put("lower-bound-ceiling", name, est["lower_bound_ceiling"])
+        t.PRIVACY_FLAGGED.labels(**labels).set(1 if summary.get("flagged") else 0)
 
     def finished(self, run_dir: Path) -> None:
         """Mark the run done and keep the final exposition next to its metrics.json."""

@@ -14,6 +14,7 @@ from leakbed.client.app import app
 from leakbed.core.config import ExperimentConfig
 from leakbed.core.data import federation
 from leakbed.core.models import build_model
+from leakbed.core.plan import PLAN_KEY, DevicePlan
 from leakbed.core.privacy import gaussian_epsilon, rdp_epsilon
 from leakbed.defenses.dp import DPParams, SeededDpFixedClipping, local_dp_mod
 from leakbed.preflight import preflight
@@ -71,12 +72,22 @@ def test_local_dp_noise_has_std_z_times_clip_and_zero_noise_is_clipping_only():
     assert noise.std() == pytest.approx(0.5, rel=0.02) and abs(noise.mean()) < 0.01
 
 
-def test_local_dp_on_the_device_is_seeded():
+def test_local_dp_on_the_device_draws_from_the_plans_noise_secret():
+    """The same secret gives the same noise (a run reproduced with its kept secret); another secret, or none (the OS's
+    randomness), another: the config alone does not regenerate it."""
     cfg = tiny_config('defenses=[{name="local-dp", noise_multiplier=0.1, clip=0.05}]')
     model = _model(cfg)
-    a = app(_train_message(cfg, model), _context(1)).content.array_records["arrays"].to_torch_state_dict()
-    b = app(_train_message(cfg, model), _context(1)).content.array_records["arrays"].to_torch_state_dict()
+
+    def sent(secret: int | None) -> dict:
+        msg = _train_message(cfg, model)
+        conf = msg.content.config_records["config"]
+        conf[PLAN_KEY] = DevicePlan.model_validate_json(str(conf[PLAN_KEY])).model_copy(
+            update={"noise_secret": secret}).model_dump_json()  # fmt: skip
+        return app(msg, _context(1)).content.array_records["arrays"].to_torch_state_dict()
+
+    a, b, c, d = sent(2**100 + 7), sent(2**100 + 7), sent(8), sent(None)
     assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a) and not all(torch.equal(a[k], d[k]) for k in a)
 
 
 def _replies(locals_):

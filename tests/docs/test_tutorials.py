@@ -170,7 +170,7 @@ SMALL_COMPOSE = [
 # Panels a quickstart run cannot feed: its suite has no property, membership, reconstruction or metadata attack, and
 # it runs no privacy audit (tests/deploy/test_containers.py's faults run feeds them all).
 NOT_FED = ("leakbed_attack_auc", "leakbed_attack_sample_accuracy", "leakbed_attack_count_accuracy", "metadata",
-           "leakbed_privacy_epsilon")  # fmt: skip
+           "leakbed_privacy_epsilon", "leakbed_privacy_flagged")  # fmt: skip
 
 
 def unfed_panels(the_stack: stack.Stack, at: float) -> list[str]:

@@ -1,13 +1,17 @@
 """The empirical privacy audit in a live run (the real ServerApp, ClientApps in Ray, the attack lanes): DP-FedAvg
-at clip 0.5 and z = 1.0 as leakbed/configs/audit.toml has it, at a smaller scale (8 users, every device every round, 4
-rounds, 64 candidate canaries). The audit must land in metrics.json, the report, the console's table and the
-Prometheus exposition; its lower bound must stay below the accountant's ε; the canaries must not reach the attacks
-(the pool tapped exactly the real devices' replies) nor be counted as users."""
+at clip 0.5 and z = 1.0 as leakbed/configs/audit.toml has it, at a smaller scale (8 users, every device every round,
+4 rounds, 64 candidate canaries). The audit must land in metrics.json, the report, the console's table and the
+Prometheus exposition, each view with its interval; the honest run is not flagged; the canaries must not reach the
+attacks (the pool tapped exactly the real devices' replies) nor be counted as users; the DP noise secret is the
+referee's, kept beside its truth, never in the config, and handing it back reproduces the run exactly."""
 
 import json
+import stat
 
 import pytest
 
+from leakbed.core.audit import VIEWS
+from leakbed.referee.noise import NOISE_FILE, hand_back
 from leakbed.report import write_report
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
@@ -37,22 +41,29 @@ def test_the_audit_is_in_metrics_report_and_exposition(audited):
     out, run = audited
     audit = run["audit"]
     assert audit["candidates"] == 64 and 20 <= audit["inserted"] <= 44 and audit["per_round"] == audit["inserted"]
-    assert audit["rounds_observed"] == 4 and audit["norm"] == 0.5 and audit["defense"] == "dp-fedavg"
-    eps = audit["epsilon_accountant"]
-    assert eps == pytest.approx(run["privacy"][0]["epsilon"]) and 5 < eps < 40
-    for view in ("all iterates", "final model"):
+    assert audit["rounds_observed"] == 4 and audit["norm"] == 0.5 * 1e4 and audit["defense"] == "dp-fedavg"
+    [row] = run["privacy"]
+    eps, exact = audit["epsilon_accountant"], audit["epsilon_exact"]
+    assert eps == pytest.approx(row["epsilon"]) and 5 < exact < eps < 40 and exact == pytest.approx(row["epsilon_exact"])
+    assert row["averaged_per_round"] == 8 + audit["per_round"]  # the noise Flower adds: z·clip over every reply
+    assert row["noise_std_on_average"] == pytest.approx(1.0 * 0.5 / row["averaged_per_round"])
+    assert not audit["flagged"]
+    for view in VIEWS:
         est = audit[view]
-        assert est["epsilon_lower_bound"] <= eps and not est["exceeds_accountant"]
+        lo, hi = est["interval"]
+        assert lo <= est["epsilon_emp"] <= hi and not est["above_accountant"]
+        assert est["inserted"] + est["held_out"] == 64
+        assert est["epsilon_lower_bound"] <= est["lower_bound_ceiling"] < eps
         assert est["mean_inserted"] > est["mean_held_out"]  # the canaries' signal is there
-    assert audit["all iterates"]["epsilon_andrew"] > 1.0
-    assert audit["epsilon_accountant_amplified"] is not None  # C = 1: q = 1, the same as without amplification
+    assert "epsilon_poisson_approximation" not in audit  # C = 1: nothing sampled
     report = (out / "report.md").read_text()
-    assert "## Empirical privacy audit" in report and "Steinke" in report
+    assert "## Empirical privacy audit" in report and "Steinke" in report and "[90% interval]" in report
+    assert f"(exact {exact:.3g})" in report
     prom = (out / "random" / "metrics.prom").read_text()
-    lines = [line for line in prom.splitlines() if line.startswith("leakbed_privacy_epsilon{")]
-    assert {"estimate=\"andrew\"", "estimate=\"lower-bound\"", "estimate=\"accountant\""} <= {
-        part for line in lines for part in line.split("{")[1].split("}")[0].split(",") if part.startswith("estimate=")
-    }
+    series = {line.split("{")[1].split("}")[0] for line in prom.splitlines() if line.startswith("leakbed_privacy_epsilon{")}
+    for estimate in ("accountant", "exact", "emp", "emp-lower", "emp-upper", "lower-bound", "lower-bound-ceiling"):
+        assert any(f'estimate="{estimate}"' in s for s in series), estimate
+    assert 'leakbed_privacy_flagged{defense="dp-fedavg",prior="random"} 0.0' in prom
 
 
 def test_the_canaries_stay_out_of_the_attacks_and_the_user_count(audited):
@@ -63,7 +74,28 @@ def test_the_canaries_stay_out_of_the_attacks_and_the_user_count(audited):
     assert run["replies"]["users"] == 8
 
 
+def test_the_noise_secret_is_the_referees_and_not_the_configs(audited):
+    out, _ = audited
+    kept = out / "referee" / "random" / NOISE_FILE
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    secret = json.loads(kept.read_text())["noise_secret"]
+    assert secret.bit_length() > 64  # 128 bits from the OS, not a config's seed
+    assert str(secret) not in (out / "config.toml").read_text()
+    assert not any(str(secret) in p.read_text(errors="ignore") for p in (out / "random").rglob("*") if p.is_file())
+
+
 def test_the_frozen_config_and_the_combined_metrics_keep_the_audit(audited):
     out, run = audited
     assert "canaries = 64" in (out / "config.toml").read_text()
     assert json.loads((out / "metrics.json").read_text())["privacy_audit"]["random"] == json.loads(json.dumps(run["audit"]))
+
+
+def test_the_kept_secret_reproduces_the_run_exactly(audited, tmp_path):
+    """The same config and seed with the first run's kept noise secret handed back (``leakbed run --noise-from``):
+    the same models round after round, the same scores and the same audit."""
+    out, run = audited
+    again = tmp_path / "again"
+    hand_back(out, again, ["random"])
+    rerun = simulate(tiny_config(*AUDITED), "random", again)
+    assert rerun["utility"] == run["utility"]
+    assert rerun["audit"] == run["audit"] and rerun["attackers"] == run["attackers"]

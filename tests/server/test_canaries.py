@@ -1,142 +1,178 @@
-"""The privacy audit's canaries through the real mechanism: Flower's DP-FedAvg wrapper (leakbed's seeded one) around
-FedAvg, canary replies through the device-side Mod a real reply passes, the referee's audit on the released deltas.
+"""The privacy audit through the real mechanism (``leakbed.reference.audit_harness``): Flower's DP wrapper around
+FedAvg, every reply through the defenses' own device Mods, the referee's canaries far above the clipping norm, a noise
+secret.
 
-Small scale (a 2,100-parameter model, 20 devices a round, 10 rounds, 200 candidate canaries), checked where the
-answer is known: no noise gives a large ε, a huge noise multiplier gives about 0, the one-run lower bound stays below
-the accountant's ε, and a mechanism broken on one path (noise off on the server, clipping off on the device) is caught.
+At a size a test affords (d = 20,200, 20 devices and about 64 inserted canaries a round, 10 rounds, DP-FedAvg at clip
+0.5 and z = 1: accountant ε 19.05, exact 17.86), with the answer known: the honest mechanism's interval holds the exact
+ε and is not flagged; a defense plugin from outside the project (plugins/leakbed-broken-dp) that states the same
+mechanism but adds 0.5x or 0.1x of its noise, or clips at 10x its norm, is flagged; the canaries' clipping is what the
+devices' Mod does; DP noise is drawn from the noise secret, not from the config.
 """
 
 from __future__ import annotations
 
+import fcntl
+import math
+import subprocess
+import sys
+import zlib
+from importlib.metadata import PackageNotFoundError, version
+
 import numpy as np
 import pytest
-import torch
-from flwr.app import ConfigRecord, MetricRecord, RecordDict
-from flwr.clientapp.mod import fixedclipping_mod
-from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.task_identity import TaskIdentity
 
 import leakbed.defenses.dp
-from leakbed.core.config import ExperimentConfig
-from leakbed.core.derive import derived_seed
-from leakbed.defenses.dp import SeededDpFixedClipping
-from leakbed.referee.canaries import CanaryAudit
-from leakbed.server.canaries import CanaryStrategy, audit_summary, canary_audit
-from leakbed.server_defenses import ServerDefenses
-from tests.conftest import arrays_of, fake_message
+from leakbed.core.audit import VIEWS
+from leakbed.core.audit_epsilon import gdp_epsilon
+from leakbed.core.secret_noise import global_noise
+from leakbed.referee.noise import noise_secret
+from leakbed.reference.audit_harness import audited_run, config
+from tests.conftest import REPO
 
-USERS, SAMPLED, ROUNDS = 100, 20, 10
+HONEST = 'dp-fedavg", clip=0.5, noise_multiplier=1.0'
+BROKEN = "plugins/leakbed-broken-dp"
 
 
 @pytest.fixture(autouse=True)
 def _run_identity(monkeypatch):
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    """The task identity a SuperLink would set (Flower's DP wrapper reads it), for this test only."""
+    for name, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 1)):
+        monkeypatch.setattr(TaskIdentity, name, value)
 
 
-class Grid:
-    def get_node_ids(self):
-        return list(range(1, SAMPLED + 1))
+@pytest.fixture(scope="module")
+def broken_plugin():
+    """The broken DP-FedAvg plugin (its own package, outside leakbed's) installed as a researcher installs theirs."""
+    with open("/tmp/leakbed-broken-dp.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            version("leakbed-broken-dp")
+        except PackageNotFoundError:
+            cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(REPO / BROKEN)]
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+    from leakbed.defenses import registry
+
+    registry.defense.cache_clear()
 
 
-def config(z: float, seed: int = 0, defense: bool = True, **audit) -> ExperimentConfig:
-    tree = {"seed": seed, "fl": {"rounds": ROUNDS}, "audit": {"canaries": 200, **audit}}
-    if defense:
-        tree["defenses"] = [{"name": "dp-fedavg", "clip": 0.5, "noise_multiplier": z}]
-    return ExperimentConfig.model_validate(tree)
-
-
-def audited_run(cfg: ExperimentConfig) -> dict:
-    """ROUNDS rounds of real devices (random updates, clipped as their Mod would) and the canaries; the audit's summary."""
-    torch.manual_seed(cfg.seed)
-    model = torch.nn.Linear(20, 100)
-    halves = ServerDefenses(cfg)
-    audit = canary_audit(cfg, model, halves, lambda keys, shapes, norm: CanaryAudit(
-        cfg.audit.canaries, cfg.audit.rate, norm, keys, shapes, derived_seed(cfg.seed, "audit")))  # as RunJudge makes it
-    users = [f"u{i}" for i in range(USERS)]
-    fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0, min_available_nodes=1)
-    strategy = CanaryStrategy(halves.wrap(fedavg, users, SAMPLED + audit.per_round), audit, halves)
-    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    rng = np.random.default_rng(cfg.seed)
-    releases = 0
-    for rnd in range(1, ROUNDS + 1):
-        messages = list(strategy.configure_train(rnd, arrays_of(state), ConfigRecord({"lr": 0.1}), Grid()))
-        replies = []
-        for node, _ in enumerate(messages):
-            step = {k: rng.normal(0.0, 0.01, v.shape).astype(np.float32) for k, v in state.items()}
-            norm = np.sqrt(sum(float((s**2).sum()) for s in step.values()))
-            scale = min(1.0, 0.5 / norm)  # each device clips to 0.5
-            content = {"arrays": arrays_of({k: state[k] + step[k] * scale for k in state}),
-                       "metrics": MetricRecord({"num-examples": 1})}  # fmt: skip
-            replies.append(fake_message(RecordDict(content), src=node + 1))
-        arrays, _ = strategy.aggregate_train(rnd, replies)
-        assert arrays is not None
-        releases += 1
-        state = {k: v.numpy() for k, v in arrays.items()}
-    return audit_summary(audit, halves.privacy(users, SAMPLED, releases), cfg, USERS)
-
-
-def test_without_noise_the_canaries_stand_out():
-    out = audited_run(config(0.0))
-    assert out["inserted"] in range(70, 131) and out["per_round"] == out["inserted"]
-    assert out["epsilon_accountant"] is None  # z = 0: no finite guarantee
+def test_the_honest_mechanism_is_within_its_claim_and_its_intervals_hold_the_exact_epsilon():
+    out = audited_run(config(HONEST)).summary
+    exact = out["epsilon_exact"]
+    assert out["epsilon_accountant"] == pytest.approx(19.05, abs=0.05) and exact == pytest.approx(17.86, abs=0.05)
+    assert exact == pytest.approx(gdp_epsilon(math.sqrt(10), 1e-5), rel=1e-3)  # 10 Gaussian releases at z = 1, exactly
+    assert not out["flagged"] and "flag" not in out
+    assert out["inserted"] in range(44, 85) and out["per_round"] == out["inserted"] and out["level"] == 0.9
+    assert out["norm"] == pytest.approx(0.5 * 1e4)  # far above the clip: the device's clipper must act
     for view in ("final model", "all iterates"):
-        assert out[view]["epsilon_andrew"] > 15, out[view]
-        assert out[view]["epsilon_lower_bound"] > 2.5, out[view]
-        assert out[view]["mean_inserted"] > 10 * abs(out[view]["mean_held_out"])
+        est = out[view]
+        lo, hi = est["interval"]
+        assert lo < exact < hi and 0.7 * exact < est["epsilon_emp"] < 1.3 * exact, (view, est)
+        assert est["inserted"] == out["inserted"] and est["held_out"] == 128 - out["inserted"]
+        assert est["epsilon_lower_bound"] <= est["lower_bound_ceiling"] < exact and not est["above_accountant"]
+    final = out["final model"]  # the known null: a random direction's cosine in d dimensions has spread 1/sqrt(d)
+    assert final["spread_null"] == pytest.approx(1 / math.sqrt(20_200)) and final["fit"] == "known null"
+    assert final["spread_held_out"] == pytest.approx(final["spread_null"], rel=0.25)
+    assert out["all iterates (max)"]["epsilon_emp"] < 0.7 * exact  # the max over rounds: less power when every round
 
 
-def test_a_huge_noise_multiplier_leaves_nothing_to_find():
-    out = audited_run(config(1000.0))
+@pytest.mark.parametrize(
+    ("broken", "floor"),
+    [("noise_scale=0.5", 35.0), ("noise_scale=0.1", 120.0), ("clip_scale=10.0", 120.0)],
+    ids=["0.5x noise", "0.1x noise", "10x clip"],
+)
+def test_a_broken_mechanism_from_a_plugin_is_flagged(broken_plugin, broken, floor):
+    """The plugin states DP-FedAvg at clip 0.5 and z = 1 (the accountant's ε is the honest one's) but delivers less."""
+    out = audited_run(config(f'broken-dp-fedavg", {broken}')).summary
+    assert out["defense"] == "broken-dp-fedavg" and out["epsilon_accountant"] == pytest.approx(19.05, abs=0.05)
+    assert out["flagged"] and "leaks more than its DP claims" in out["flag"]
     for view in ("final model", "all iterates"):
-        assert out[view]["epsilon_andrew"] < 0.6, out[view]
-        assert out[view]["epsilon_lower_bound"] < 0.3, out[view]
+        assert out[view]["above_accountant"] and out[view]["interval"][0] > floor, (view, out[view])
+        assert out[view]["epsilon_lower_bound"] <= out[view]["lower_bound_ceiling"]  # the one-run bound cannot show it
 
 
-def test_the_lower_bound_never_passes_the_accountant():
-    """z = 1 (the committed setting's), five seeds: the bound is a bound; the estimate tracks the accountant (the
-    results page's claim, ε_emp / ε ≥ 0.45, at a smaller scale)."""
-    for seed in range(5):
-        out = audited_run(config(1.0, seed=seed))
-        eps = out["epsilon_accountant"]
-        assert 10 < eps < 40
-        for view in ("final model", "all iterates"):
-            assert not out[view]["exceeds_accountant"], (seed, out[view])
-        # every canary in every round: the estimate follows the accountant (0.83-0.90 measured; the RDP bound is
-        # a little looser than the Gaussian mechanism's exact ε, and 100 canaries a side estimate it)
-        assert 0.6 < out["all iterates"]["epsilon_andrew"] / eps < 1.3
-        assert out["epsilon_accountant_amplified"] < eps
+def test_the_plugin_at_its_stated_parameters_is_not_flagged(broken_plugin):
+    out = audited_run(config('broken-dp-fedavg"')).summary
+    assert not out["flagged"]
+    for view in ("final model", "all iterates"):
+        assert 0.7 * out["epsilon_exact"] < out[view]["epsilon_emp"] < 1.3 * out["epsilon_exact"], out[view]
 
 
-def test_noise_off_on_the_server_path_is_caught(monkeypatch):
-    """The wrapper claims z = 10 (ε about 1.5) but adds nothing: the lower bound passes the accountant's ε."""
-    honest = audited_run(config(10.0))
-    assert not honest["all iterates"]["exceeds_accountant"]
-    monkeypatch.setattr(SeededDpFixedClipping, "_add_noise_to_aggregated_arrays", lambda self, arrays: arrays)
-    broken = audited_run(config(10.0))
-    assert broken["epsilon_accountant"] == pytest.approx(honest["epsilon_accountant"])
-    assert broken["all iterates"]["exceeds_accountant"], broken["all iterates"]
-
-
-def test_clipping_off_on_the_device_path_is_caught(monkeypatch):
-    """Canaries 20 times the clipping norm: clipped, they say nothing more; with the device's clipping Mod broken (it
-    passes the reply through), the lower bound passes the accountant's ε."""
-    honest = audited_run(config(10.0, norm=10.0))
-    assert not honest["all iterates"]["exceeds_accountant"], honest["all iterates"]
+def test_a_missing_device_clipper_shows(monkeypatch):
+    """dp-fedavg's device Mod passing replies through: canaries at 1e4 x the clip enter the average unclipped."""
     monkeypatch.setattr(leakbed.defenses.dp, "fixedclipping_mod", lambda msg, ctx, call_next: call_next(msg, ctx))
-    broken = audited_run(config(10.0, norm=10.0))
-    assert broken["all iterates"]["exceeds_accountant"], broken["all iterates"]
-    assert fixedclipping_mod is not leakbed.defenses.dp.fixedclipping_mod
+    out = audited_run(config(HONEST)).summary
+    assert out["flagged"] and out["final model"]["interval"][0] > 100, out["final model"]
 
 
-def test_the_undefended_baseline_has_no_guarantee_and_a_large_estimate():
-    out = audited_run(config(0.0, defense=False))
-    assert out["epsilon_accountant"] is None and out["defense"] is None and out["norm"] == 1.0
-    assert out["all iterates"]["epsilon_andrew"] > 15
+def test_canaries_at_the_clipping_norm_would_not_test_the_clipper(broken_plugin):
+    """Made at the clip (audit.norm = 0.5), canaries are never touched by a clipper at 10x: the run passes. The
+    default (1e4 x the clip) is what catches it (the parametrized test above)."""
+    out = audited_run(config('broken-dp-fedavg", clip_scale=10.0', norm=0.5)).summary
+    assert not out["flagged"], out["final model"]
 
 
-def test_same_seed_same_numbers_and_the_secret_stays_with_the_referee():
-    a, b = audited_run(config(1.0, seed=3)), audited_run(config(1.0, seed=3))
-    assert a == b
-    assert "directions" not in a and "inserted_mask" not in a  # the summary holds numbers, never the secret
+def test_no_noise_and_huge_noise():
+    none = audited_run(config('dp-fedavg", clip=0.5, noise_multiplier=0.0', canaries=64, rounds=3)).summary
+    assert none["epsilon_accountant"] is None and not none["flagged"]  # no claim, nothing to flag
+    assert none["final model"]["epsilon_emp"] > 100 and none["final model"]["epsilon_lower_bound"] > 1.5
+    huge = audited_run(config('dp-fedavg", clip=0.5, noise_multiplier=1000.0', canaries=64, rounds=3)).summary
+    for view in VIEWS:
+        assert huge[view]["interval"][0] < 0.5 and huge[view]["epsilon_lower_bound"] < 0.3, huge[view]
+
+
+def test_the_undefended_baseline_has_no_claim_and_canaries_at_norm_one():
+    out = audited_run(config("", canaries=64, rounds=3)).summary
+    assert out["epsilon_accountant"] is None and out["defense"] is None and out["norm"] == 1.0 and not out["flagged"]
+    assert out["all iterates"]["epsilon_emp"] > 15
+
+
+def test_the_privacy_row_reports_the_noise_flower_adds():
+    run = audited_run(config(HONEST, canaries=64, rounds=2), keep=True)
+    [row] = run.privacy
+    averaged = 20 + run.summary["per_round"]
+    assert row["averaged_per_round"] == averaged and row["sampled_per_round"] == 20
+    noise = np.concatenate([(run.released[0][k] - run.averaged[0][k]).ravel() for k in run.released[0]])
+    assert noise.std() == pytest.approx(row["noise_std_on_average"], rel=0.02) == 1.0 * 0.5 / averaged
+
+
+def test_the_noise_is_not_regenerated_from_the_config(tmp_path):
+    """Round 1's noise on the aggregate, against what the config alone regenerates: the former recipe (numpy seeded
+    from the run seed and the round) and the config's seed taken as the secret; the referee's kept secret, handed
+    back, regenerates it exactly."""
+    cfg = config(HONEST, seed=0, canaries=64, rounds=1)
+    secret = noise_secret(tmp_path / "referee")  # as a run's referee draws it: the OS's randomness, kept there
+    run = audited_run(cfg, noise_secret=secret, keep=True)
+    keys = list(run.released[0])
+    noise = {k: run.released[0][k] - run.averaged[0][k] for k in keys}
+    std = run.privacy[0]["noise_std_on_average"]
+
+    def flower_noise() -> dict[str, np.ndarray]:  # what Flower's wrapper draws from NumPy's global generator
+        return {k: np.random.normal(0, std, noise[k].shape).astype(np.float32) for k in keys}
+
+    def residual(guess: dict[str, np.ndarray]) -> float:
+        return float(np.sqrt(sum(((noise[k] - guess[k]) ** 2).sum() for k in keys) / sum((noise[k] ** 2).sum() for k in keys)))
+
+    np.random.seed(zlib.crc32(f"{cfg.seed}/1/dp-fedavg".encode()))
+    assert residual(flower_noise()) > 1.2  # independent noise: about sqrt(2)
+    with global_noise(cfg.seed, "dp-fedavg", 1):
+        assert residual(flower_noise()) > 1.2
+    with global_noise(noise_secret(tmp_path / "referee"), "dp-fedavg", 1):  # the kept secret: read back, not redrawn
+        assert residual(flower_noise()) < 1e-4
+
+
+def test_the_same_seed_gives_the_same_canaries_and_the_secret_the_same_noise():
+    cfg = config(HONEST, seed=3, canaries=64, rounds=3)
+    a, b, c = audited_run(cfg, noise_secret=7), audited_run(cfg, noise_secret=7), audited_run(cfg, noise_secret=8)
+    assert a.summary == b.summary
+    assert c.summary["inserted"] == a.summary["inserted"]  # the canaries' secret follows the seed
+    assert c.summary["final model"]["epsilon_emp"] != a.summary["final model"]["epsilon_emp"]  # the noise, the secret
+    assert "directions" not in a.summary and "inserted_mask" not in a.summary  # numbers only, never the secret
+
+
+def test_without_a_secret_every_draw_is_fresh():
+    wrapper_draws = []
+    for _ in range(2):
+        with global_noise(None, "dp-fedavg", 1):
+            wrapper_draws.append(np.random.normal(size=4))
+    assert not np.array_equal(*wrapper_draws)

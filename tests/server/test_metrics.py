@@ -20,7 +20,7 @@ CATALOGUE = {
     "leakbed_updates_dropped_total", "leakbed_round_duration_seconds", "leakbed_aggregation_duration_seconds",
     "leakbed_attack_queue_depth", "leakbed_attack_lag_rounds", "leakbed_utility", "leakbed_attack_ap",
     "leakbed_attack_x_chance", "leakbed_attack_top1", "leakbed_attack_auc", "leakbed_attack_sample_accuracy",
-    "leakbed_attack_count_accuracy", "leakbed_privacy_epsilon", "leakbed_worker_tasks_total",
+    "leakbed_attack_count_accuracy", "leakbed_privacy_epsilon", "leakbed_privacy_flagged", "leakbed_worker_tasks_total",
     "leakbed_worker_task_duration_seconds", "leakbed_worker_updates_stored_total", "leakbed_worker_duplicates_total",
 }  # fmt: skip
 ALLOWED_LABELS = {"prior", "attack", "defense", "world", "reason", "kind", "outcome", "le", "estimate", "view"}
@@ -122,15 +122,20 @@ def test_defense_label_is_short_and_bounded():
 
 def test_the_audit_exports_each_estimate_under_bounded_labels():
     tel = RunTelemetry(build_config({}, ['defenses=[{name="dp-fedavg", noise_multiplier=1.0, clip=0.5}]']), "random")
-    view = {"epsilon_andrew": 7.5, "epsilon_lower_bound": 1.25}
-    tel.audit({"epsilon_accountant": 9.0, "epsilon_accountant_amplified": 2.0, "all iterates": view, "final model": view})
+    view = {"epsilon_emp": 7.5, "interval": [6.0, 9.5], "epsilon_lower_bound": 1.25, "lower_bound_ceiling": 3.0}
+    tel.audit({"epsilon_accountant": 9.0, "epsilon_exact": 8.5, "epsilon_poisson_approximation": 2.0, "flagged": False,
+               "all iterates": view, "final model": view, "all iterates (max)": view})  # fmt: skip
     got = {(s.labels["estimate"], s.labels["view"]): s.value
            for fam in text_string_to_metric_families(telemetry.exposition(telemetry.SERVER_REGISTRY))
            if fam.name == "leakbed_privacy_epsilon" for s in fam.samples if s.labels["prior"] == "random"}  # fmt: skip
-    assert got == {("accountant", "all-iterates"): 9.0, ("accountant-amplified", "all-iterates"): 2.0,
-                   ("andrew", "all-iterates"): 7.5, ("lower-bound", "all-iterates"): 1.25,
-                   ("andrew", "final-model"): 7.5, ("lower-bound", "final-model"): 1.25}  # fmt: skip
-    tel.audit({"epsilon_accountant": None, "all iterates": view})  # no DP defense: no finite guarantee
+    per_view = {"emp": 7.5, "emp-lower": 6.0, "emp-upper": 9.5, "lower-bound": 1.25, "lower-bound-ceiling": 3.0}
+    views = ("all-iterates", "final-model", "all-iterates-max")
+    assert got == {("accountant", "mechanism"): 9.0, ("exact", "mechanism"): 8.5, ("poisson-approximation", "mechanism"): 2.0,
+                   **{(e, v): x for v in views for e, x in per_view.items()}}  # fmt: skip
+    flagged = {"prior": "random", "defense": "dp-fedavg"}
+    assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_privacy_flagged", flagged) == 0.0
+    tel.audit({"epsilon_accountant": None, "flagged": True, "all iterates": view})  # no DP defense: no finite guarantee
     assert telemetry.SERVER_REGISTRY.get_sample_value(
-        "leakbed_privacy_epsilon", {"prior": "random", "defense": "dp-fedavg", "estimate": "accountant", "view": "all-iterates"}
+        "leakbed_privacy_epsilon", {"prior": "random", "defense": "dp-fedavg", "estimate": "accountant", "view": "mechanism"}
     ) == float("inf")
+    assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_privacy_flagged", flagged) == 1.0

@@ -185,7 +185,7 @@ def test_dp_fedavg_wraps_fedavg_inside_the_tap(tmp_path):
     wrapper does."""
     pool = RecordingPool()
     inner = fedavg()
-    dp = SeededDpFixedClipping(inner, DPParams(noise_multiplier=1.0, clip=0.5), 2, seed=0)
+    dp = SeededDpFixedClipping(inner, DPParams(noise_multiplier=1.0, clip=0.5), 2, secret=0)
     strategy, _ = tap(tmp_path, pool, inner=dp, uniform=True)
     messages = list(strategy.configure_train(1, arrays_of(GLOBAL), config(), FakeGrid(4)))
     assert all(m.content.config_records["config"][KEY_CLIPPING_NORM] == 0.5 for m in messages)
