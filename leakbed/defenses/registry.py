@@ -11,7 +11,7 @@ import difflib
 import functools
 
 from leakbed.core.config import DefenseConfig
-from leakbed.core.entry_points import PluginError, load_declared, published
+from leakbed.core.entry_points import PluginError, candidates, load_declared, published
 from leakbed.defenses.contract import Defense, Params
 
 GROUP = "leakbed.defenses"
@@ -34,7 +34,7 @@ def unknown(name: str) -> PluginError:
 def defense(name: str) -> Defense:
     """The defense published as ``name`` (an instance: defenses keep no state between calls); PluginError (one line)
     for a name nothing publishes, with the closest one."""
-    if name not in names():
+    if not candidates(GROUP, name):  # a name, or distribution:name
         raise unknown(name)
     cls = load_declared(GROUP, name, "defense", Defense)
     taken = sorted(set(cls.params.model_fields) & set(DefenseConfig.model_fields))

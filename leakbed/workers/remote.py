@@ -36,8 +36,8 @@ from leakbed.core.layout import check_run_id
 from leakbed.core.processes import MARK, ProcessGroup, marked
 from leakbed.workers import sandbox, transport
 from leakbed.workers.hosts import LocalHost, LocalLane
-from leakbed.workers.introspect import Introspector, cache_dir
-from leakbed.workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed
+from leakbed.workers.introspect import INSTALL, Introspector, cache_dir
+from leakbed.workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed, code_of
 from leakbed.workers.tls import TlsFiles, server_credentials
 from leakbed.workers.transport import pb, pb_grpc
 
@@ -50,9 +50,10 @@ RPC_GRACE = 2.0  # [s] the calls in flight when it stops get this long (their la
 class Gateway(pb_grpc.LaneServiceServicer):
     """The lane service over a ``LocalHost``: lanes by id, each a sandbox on this host."""
 
-    def __init__(self, host: LocalHost, introspector: Introspector) -> None:
+    def __init__(self, host: LocalHost, introspector: Introspector, unconfined: str = "") -> None:
         self._host = host
         self._introspector = introspector
+        self._unconfined = unconfined  # why no sandbox can start here (--sandbox auto): third-party lanes are refused
         self._lanes: dict[str, LocalLane] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -70,6 +71,9 @@ class Gateway(pb_grpc.LaneServiceServicer):
                             peers={str(k): dict(v) for k, v in (doc.get("peers") or {}).items()})
         except (ValueError, KeyError, TypeError, AttributeError) as err:  # a field of the wrong type, too
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad lane: {err}")
+        if self._unconfined and code_of(spec.attack):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"attack {spec.attack!r} comes from a third-party distribution "
+                          f"and no sandbox can start on this worker ({self._unconfined}): {INSTALL}")
         with self._lock:
             if len(self._lanes) >= MAX_LANES:
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"more than {MAX_LANES} lanes")
@@ -248,7 +252,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError:
             writable = False
         # a container's root is read-only: declarations are then cached beside the lanes' scratch, for this worker's life
-        gateway = Gateway(host, Introspector(limits, cache=cache if writable else scratch / "declarations"))
+        unconfined = why if why and args.sandbox == "auto" else ""  # third-party code is never run unconfined unasked
+        gateway = Gateway(host, Introspector(limits, cache=cache if writable else scratch / "declarations",
+                                             unconfined=unconfined), unconfined)
         credentials = server_credentials(tls) if tls else None
         if sock is not None:
             sock.unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from leakbed import cli, console
 from leakbed.commands import compose as compose_command
 from leakbed.commands import experiment, sandbox
 
-# every command and its arguments (<positional>) and options, as the argparse CLI had them (and init, added since)
+# every command and its arguments (<positional>) and options, as the argparse CLI had them (and init, plugins, added since)
 TREE = {
     "run": "<config> --set --out --ray-address",
     "validate": "<config> --set",
@@ -26,6 +26,7 @@ TREE = {
     "attack-worker": "--port --socket --store --host --ssl-certfile --ssl-keyfile --ssl-ca-certfile --insecure --sandbox "
     "--memory-mb --log-dir --warm",
     "sandbox-run": "--store --memory-mb --processes --file-size-mb <command>",
+    "plugins": "--json",
     "deploy-local": "<config> --set --out --supernodes --workers --metrics-port --hold",
     "open-world-sweep": "<config> --set --seen --prior --out",
     "feature-inference": "<config> --set --out",

@@ -58,13 +58,20 @@ import numpy as np
 import pytest
 
 from leakbed.core.reid_metrics import reid_metrics
+from leakbed.workers import uids
 from tests.redteam.childenv import TOKEN_ENV, ChildEnv, Peaks, Watch, build
 
 pytestmark = pytest.mark.redteam
 HERE = Path(__file__).resolve().parent
 UNPROTECTED = HERE / "unprotected.py"
 REPO = HERE.parents[1]
-SANDBOX_UID = 65534
+SANDBOX_UID = 65534  # the uid the old code's chown walk handed folders to (unprotected.py)
+
+
+def sandbox_uid(uid: int) -> bool:
+    """A sandbox's uid: as root, one leased for it alone from leakbed's reserved range (workers.uids); else this user's."""
+    return uids.in_range(uid) if os.geteuid() == 0 else uid == os.getuid()
+
 # the hostile package's own names (copied: the test process never imports hostile code)
 MARKER, OWNERS_DROP, HANG_MARK = ".leakbed-hostile-marker", ".leakbed-hostile-owners.jsonl", "leakbed-hostile-hang"
 FORGED = "boundary verified, every attack scored at chance"  # the line it forges, after "leakbed: "
@@ -275,7 +282,7 @@ def said_before(text: str, phrase: str) -> list[str]:
 def test_import_time_code_runs_only_in_sandboxes(hostile_run: Run, honest_run: Run, child: ChildEnv, tmp_path: Path) -> None:
     found = hostile_run.evidence("hostile-import")
     # it ran at import, in its own lane: the sandbox user, leakbed's lane entry point, nothing of the trusted side to patch
-    assert found["uid"] == SANDBOX_UID and "workers/inside/lane.py" in " ".join(found["argv"]), found
+    assert sandbox_uid(found["uid"]) and "workers/inside/lane.py" in " ".join(found["argv"]), found
     assert not [p for p in found["patched"] if p.startswith(("referee", "server"))], found["patched"]
     assert found["hunt"]["files"] == [] and found["hunt"]["owners"] == 0 and found["owners_read_back"] == 0, found
     assert found["hunt_in_lane"]["files"] == [] and found["hunt_in_lane"]["owners"] == 0
@@ -304,7 +311,7 @@ def test_a_plugin_scorer_sees_only_the_truth_it_declared(hostile_run: Run, child
     # what it was handed and could reach: the one field it declared, its request, outputs and ids; no truth file
     assert r["fields_seen"] == "user_id" and r["handed_truth_fields"] == "user_id" and r["undeclared_fields_read"] == 0, r
     assert r["handed_files"] == "given.npy,outputs.npz,request.json", r
-    assert r["truth_files"] == 0 and r["owners_found"] == 0 and r["uid"] == SANDBOX_UID, r
+    assert r["truth_files"] == 0 and r["owners_found"] == 0 and sandbox_uid(r["uid"]), r
     # its writes stayed in its own private /tmp and /dev/shm, gone with its sandbox: no attack can read them
     assert r["marks_written"] and all(p.startswith(("/tmp/", "/dev/shm/")) for p in r["marks_written"]), r["marks_written"]
     assert marks_on_the_host(hostile_run, child) == []

@@ -83,7 +83,7 @@ def test_a_lane_through_the_gateway_answers_and_stops(worker):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-@pytest.mark.parametrize("run_id", ["../x", "a/b", "/", "..", "", ".hidden", "x" * 65, "a\\b", "../../etc"])
+@pytest.mark.parametrize("run_id", ["../x", "a/b", "/", "..", "", ".hidden", "x" * 145, "a\\b", "../../etc"])
 def test_a_run_id_that_is_not_one_folder_name_is_refused(worker, run_id):
     stub, gateway, work = worker
     with pytest.raises(grpc.RpcError) as err:
@@ -170,3 +170,21 @@ def test_leakbed_attack_worker_passes_its_options_through(tmp_path, monkeypatch)
     assert leakbed_main(["attack-worker", "--socket", str(tmp_path / "w.sock"), "--store", str(tmp_path), "--warm",
                          "--sandbox", "on"]) == 0
     assert seen[0].warm and seen[0].socket == str(tmp_path / "w.sock") and seen[0].sandbox == "on"
+
+
+def test_where_no_sandbox_can_start_a_third_party_lane_is_refused(tmp_path: Path, stores: Path) -> None:
+    """``--sandbox auto`` on a worker without bubblewrap: a lane of a plugin's attack is refused in one line (a built-in's
+    lane would run unconfined, as the worker's banner says)."""
+
+    class Context:
+        def abort(self, code: grpc.StatusCode, details: str) -> None:
+            raise RuntimeError(f"{code.name}: {details}")
+
+    host = LocalHost(stores, tmp_path / "logs", None, upstream_root=tmp_path / "upstream", log_cap=1 << 20, max_reply=1 << 20)
+    gateway = Gateway(host, Introspector(None, cache=tmp_path / "cache"), unconfined="bwrap not found")
+    spec = {"key": "r/fedavg-inversion", "kind": "attack", "attack": "fedavg-inversion", "output": "fedavg-inversion"}
+    with pytest.raises(RuntimeError) as err:
+        gateway.Start(pb.LaneStart(run=transport.run_msg("r"), spec_json=json.dumps(spec)), Context())
+    assert str(err.value).startswith("FAILED_PRECONDITION: attack 'fedavg-inversion' comes from a third-party distribution "
+                                     "and no sandbox can start on this worker (bwrap not found): install bubblewrap")
+    assert gateway._lanes == {}
