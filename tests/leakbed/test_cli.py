@@ -19,7 +19,7 @@ from leakbed.commands import experiment, sandbox
 
 # every command and its arguments (<positional>) and options, as the argparse CLI had them (and init, plugins, added since)
 TREE = {
-    "run": "<config> --set --out --ray-address",
+    "run": "<config> --set --out --ray-address --noise-from",
     "validate": "<config> --set",
     "init": "<name> --out --list",
     "sweep": "<config> --grid --set --out --ray-address",
