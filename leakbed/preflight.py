@@ -1,11 +1,11 @@
 """One preflight for every way a run starts (``leakbed run``, ``flwr run``, ``leakbed deploy-local``, a sweep).
 
 It learns each attack the config names as a declaration (data, from a sandboxed introspection: no attack module is
-ever imported here, ``workers.introspect``), checks each attack's parameters against its declared schema and fills
-in its defaults (so the frozen ``config.toml`` states them all), checks each defense the same way through its own
-registry, then checks the run against what they declare they need, and runs the attacks' own checks (their params
-validators, their ``check`` hooks) in a sandbox. A config the run cannot serve is one line, never a federation that
-fails in every round.
+ever imported here, ``workers.introspect``), checks each attack's parameters against its declaration (leakbed's
+params language, ``core.param_schema``) and fills in its defaults (so the frozen ``config.toml`` states them all),
+checks each defense the same way through its own registry, then checks the run against what they declare they need,
+and runs the attacks' own checks (their params validators, their ``check`` hooks) in sandboxes, one per prior. A
+config the run cannot serve is one line, never a federation that fails in every round.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def declarations(cfg: ExperimentConfig) -> dict[str, Declaration]:
 
 def resolve(cfg: ExperimentConfig, decls: dict[str, Declaration] | None = None) -> ExperimentConfig:
     """``cfg`` with every plugin it names found and its parameters checked and completed; ConfigError (one line) for
-    an unknown plugin, one that fails to load, or parameters its schema refuses."""
+    an unknown plugin, one that fails to load, or parameters its declaration refuses."""
     decls = declarations(cfg) if decls is None else decls
     tables = {}
     for name in cfg.attack.suite:

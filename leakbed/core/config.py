@@ -231,8 +231,8 @@ class SandboxLimitsConfig(Section):
 
 class AttackConfig(Section):
     """The attacks of a run: ``attack.suite``, each with its parameters in ``attack.params``. Core knows the attacks'
-    names and their parameter tables; each table is checked against its attack's declared schema, and by the attack's
-    own model in a sandbox, before anything starts. How the attacks run is ``[workers]``."""
+    names and their parameter tables; each table is checked against its attack's declared parameters (leakbed's params
+    language), and by the attack's own model in a sandbox, before anything starts. How the attacks run is ``[workers]``."""
 
     suite: Annotated[list[str], AfterValidator(_attack_names), Distinct] = Field(
         ["mlp", "svm", "knn"],
@@ -245,7 +245,7 @@ class AttackConfig(Section):
         {},
         max_length=32,
         description="each attack's parameters under its name ([attack.params.<name>]); checked against the attack's "
-        "declared schema and frozen with its defaults into config.toml [table]",
+        "declared parameters and frozen with its defaults into config.toml [table]",
     )
     score_every: int = Field(
         0, ge=0, le=100_000, description="score the attacks on what has arrived every N rounds; 0 = only at the end [rounds]"

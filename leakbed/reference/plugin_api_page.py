@@ -56,7 +56,7 @@ An attack's code, built-in or a plugin's, runs only in sandboxes, never in a tru
   runs each task; what `on_round` keeps for `fit` goes into the attack's own folder (`ctx.folder`, or
   `ctx.workspace` to keep arrays), which lives as long as the lane (a lane that dies is restarted with an empty
   one, and its task retried once);
-- **its introspection**: trusted code learns the attack as a declaration (its name, params schema, needs, scorer,
+- **its introspection**: trusted code learns the attack as a declaration (its name, params declaration, needs, scorer,
   budget...), data returned by a sandbox that imports the module; declarations are cached per installed
   distribution (name, version, content hash), so a changed plugin is introspected again;
 - **its checks**: its parameters are checked against its declaration, in leakbed's own params language (see
