@@ -10,6 +10,7 @@ another package cannot stop runs that do not use the name.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from pydantic import BaseModel
@@ -40,21 +41,21 @@ def published(group: str) -> list[str]:
     return sorted({ep.name for ep in entry_points(group=group)})
 
 
-def candidates(group: str, selector: str) -> list[EntryPoint]:
+def candidates(group: str, selector: str, eps: Sequence[EntryPoint] | None = None) -> list[EntryPoint]:
     """The entry points ``selector`` may mean: every publication of its name (by its distribution when qualified), a
-    distribution found twice on ``sys.path`` counted once."""
+    distribution found twice on ``sys.path`` counted once; ``eps``: the group's entry points, when already read."""
     dist, name = split(selector)
     found: dict[tuple[str, str], EntryPoint] = {}
-    for ep in entry_points(group=group):
+    for ep in entry_points(group=group) if eps is None else eps:
         if ep.name == name and (not dist or distribution_of(ep) == dist):
             found.setdefault((distribution_of(ep), ep.value), ep)
     return [found[k] for k in sorted(found)]
 
 
-def select(group: str, selector: str, kind: str) -> EntryPoint:
+def select(group: str, selector: str, kind: str, eps: Sequence[EntryPoint] | None = None) -> EntryPoint:
     """The one entry point ``selector`` names; PluginError (one line) when none does, or when a bare name is published
     by several distributions (naming each, and how to select it)."""
-    found = candidates(group, selector)
+    found = candidates(group, selector, eps)
     if not found:
         dist, name = split(selector)
         where = f" by distribution {dist!r}" if dist else ""

@@ -117,14 +117,15 @@ class Introspector:
         """Each named attack's declaration (a name, or ``distribution:name``); PluginError (one line) for an unknown
         one, a name several distributions publish, one that fails to load or whose module is not its own."""
         names = list(dict.fromkeys(names))
+        eps = list(entry_points(group=GROUP))  # read once: every lookup below is over this list
         chosen: dict[str, EntryPoint] = {}
         for name in names:
-            if not candidates(GROUP, name):
+            if not candidates(GROUP, name, eps):
                 dist, bare = split(name)
                 if dist:
                     raise PluginError(f"unknown attack {bare!r} by distribution {dist!r}")
-                raise unknown(bare, {split(n)[1] for n in published()})
-            chosen[name] = select(GROUP, name, "attack")
+                raise unknown(bare, {ep.name for ep in eps})
+            chosen[name] = select(GROUP, name, "attack", eps)
         for name, ep in chosen.items():
             if self.unconfined and distribution_of(ep) != BUILTIN:
                 raise PluginError(f"attack {split(name)[1]!r} comes from the third-party distribution {distribution_of(ep)!r} "
@@ -134,18 +135,18 @@ class Introspector:
             by_dist.setdefault(distribution_of(chosen[name]), []).append(name)
         out: dict[str, Declaration] = {}
         for dist_name, wanted in by_dist.items():
-            out |= self._distribution(dist_name, {n: chosen[n] for n in wanted})
+            out |= self._distribution(dist_name, {n: chosen[n] for n in wanted}, eps)
         return {n: out[n] for n in names}
 
-    def _distribution(self, dist_name: str, wanted: dict[str, EntryPoint]) -> dict[str, Declaration]:
+    def _distribution(self, dist_name: str, wanted: dict[str, EntryPoint], eps: list[EntryPoint]) -> dict[str, Declaration]:
         """The declarations of ``wanted`` (selector -> entry point), all published by ``dist_name``: its members are
         introspected together, each by the name that selects it inside (``distribution:name`` where the bare name is
         not unique), and cached together."""
         first = next(iter(wanted.values()))
-        members = {ep.name: ep for ep in entry_points(group=GROUP) if distribution_of(ep) == dist_name}
+        members = {ep.name: ep for ep in eps if distribution_of(ep) == dist_name}
         staged = staged_code(first)
         refused = {n: why for n, ep in members.items() if (why := foreign_module(ep, staged))}
-        inside = {n: n if len(candidates(GROUP, n)) == 1 else f"{dist_name}:{n}" for n in sorted(members)}
+        inside = {n: n if len(candidates(GROUP, n, eps)) == 1 else f"{dist_name}:{n}" for n in sorted(members)}
         key = content_key(staged, list(members.values()))
         path = self.cache / f"{_safe(dist_name)}-{key}.json"
         cached = self._read_cache(path)

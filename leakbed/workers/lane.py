@@ -10,6 +10,7 @@ deadline is killed. Its texts (errors, last words) are shown as its words (``wor
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -45,9 +46,11 @@ SIGNALS = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def code_of(attack: str) -> tuple[str, ...]:
     """The third-party distribution whose staged code a lane of ``attack`` (a name or ``distribution:name``) mounts
-    beside leakbed's: none for the shadow lane and leakbed's own attacks."""
+    beside leakbed's: none for the shadow lane and leakbed's own attacks (read once per process: a lane starts
+    often)."""
     if not attack:
         return ()
     try:

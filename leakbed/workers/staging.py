@@ -25,6 +25,7 @@ be written (a read-only container root) the copy goes to a private folder under 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -264,12 +265,14 @@ def layout(dist: Distribution) -> Layout:
                   tuple(dict.fromkeys(outside)), tuple(problems))
 
 
+def _leakbed_version() -> str:
+    dist = _leakbed_dist()
+    return dist.version if dist is not None else "0"
+
+
 def leakbed_layout() -> Layout:
     """leakbed's own attack side, from where this process runs it (``code_paths``)."""
-    try:
-        version = distribution(BUILTIN).version
-    except PackageNotFoundError:
-        version = "0"
+    version = _leakbed_version()
     pkg = code_root() / "leakbed"
     sources = [Source(p, f"leakbed/{p.name}") if p.is_dir() else Source(pkg, "leakbed", (p.name,)) for p in code_paths()]
     return Layout(BUILTIN, version, False, tuple(sources))
@@ -509,20 +512,62 @@ def stage_read(lay: Layout, got: _Read) -> Staged:
     return Staged(lay.name, lay.version, key, final, frozenset(got.files), tuple(got.skipped), lay.problems)
 
 
+_staged: dict[tuple, Staged] = {}  # this process's stagings, by what their files looked like (``_fingerprint``)
+
+
+def _fingerprint(lay: Layout, dist: Distribution | None) -> tuple | None:
+    """What ``lay``'s files look like without reading them (each one's path, type, size, mtime and inode; no link
+    followed), with its metadata and the folders a mapped one must not hold: a staging done for the same fingerprint
+    is reused without reading every file again (a lane starts often). None where it cannot be taken: the full
+    staging then decides."""
+    parts: list[tuple] = [(os.getcwd(), str(Path.home()), str(cache_root()))]
+    parts += [(part, dist.read_text(part) if dist is not None else None) for part in METADATA]
+    for source in lay.sources:
+        if os.path.realpath(source.host) != str(source.host):  # a link on its way: never walked here
+            return None
+        try:
+            if source.files is None:
+                for top, dirs, files in os.walk(source.host, followlinks=False):
+                    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                    for name in sorted([*dirs, *files]):
+                        st = os.lstat(os.path.join(top, name))
+                        parts.append((top, name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino))
+            else:
+                for rel in source.files:
+                    st = os.lstat(source.host / rel)
+                    parts.append((str(source.host), rel, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            return None
+    return (lay, tuple(parts))
+
+
+def _stage(lay: Layout, dist: Distribution | None) -> Staged:
+    key = _fingerprint(lay, dist)
+    done = _staged.get(key) if key is not None else None
+    if done is not None and done.root.is_dir():
+        return done
+    staged = stage_read(lay, read(lay, dist))
+    if key is not None:
+        _staged[key] = staged
+    return staged
+
+
 def stage(dist: Distribution) -> Staged:
     """``dist``'s files staged (copied once per content); StagingError (one line) when they cannot be."""
-    lay = layout(dist)
-    return stage_read(lay, read(lay, dist))
+    return _stage(layout(dist), dist)
+
+
+@functools.cache
+def _leakbed_dist() -> Distribution | None:
+    try:
+        return distribution(BUILTIN)
+    except PackageNotFoundError:
+        return None
 
 
 def stage_leakbed() -> Staged:
     """leakbed's own attack side, staged like a plugin's code."""
-    lay = leakbed_layout()
-    try:
-        dist: Distribution | None = distribution(BUILTIN)
-    except PackageNotFoundError:
-        dist = None
-    return stage_read(lay, read(lay, dist))
+    return _stage(leakbed_layout(), _leakbed_dist())
 
 
 def attack_distributions() -> dict[str, Distribution]:
@@ -541,9 +586,8 @@ def attack_distributions() -> dict[str, Distribution]:
 def stage_plugins(names: Iterable[str] | None) -> Iterator[Staged]:
     """The staged copies of the third-party attack distributions ``names`` (None: every one that can be staged; a
     named one that cannot is StagingError)."""
-    dists = attack_distributions()
     if names is None:
-        for dist in dists.values():
+        for dist in attack_distributions().values():
             try:
                 yield stage(dist)
             except (StagingError, OSError):
@@ -552,6 +596,8 @@ def stage_plugins(names: Iterable[str] | None) -> Iterator[Staged]:
     for name in dict.fromkeys(normalized(n) for n in names):
         if name == BUILTIN:
             continue
-        if name not in dists:
-            raise StagingError(f"no installed distribution {name!r} publishes attacks")
-        yield stage(dists[name])
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            raise StagingError(f"no distribution {name!r} is installed") from None
+        yield stage(dist)
