@@ -15,6 +15,8 @@ from importlib.metadata import EntryPoint, entry_points
 
 from pydantic import BaseModel
 
+from leakbed.core.plugin_text import plugin_text, quoted_name
+
 
 class PluginError(ValueError):
     """A plugin that cannot be found or loaded, or declares itself wrongly (one line)."""
@@ -59,13 +61,14 @@ def select(group: str, selector: str, kind: str, eps: Sequence[EntryPoint] | Non
     if not found:
         dist, name = split(selector)
         where = f" by distribution {dist!r}" if dist else ""
-        raise PluginError(f"unknown {kind} {name!r}{where}; known: {', '.join(published(group))}")
+        known = ", ".join(plugin_text(n, "json", 60) for n in published(group))
+        raise PluginError(f"unknown {kind} {quoted_name(name)}{where}; known: {known}")
     if len(found) > 1:
         name = split(selector)[1]
-        each = ", ".join(f"{distribution_of(ep)} ({ep.value})" for ep in found)
-        pick = " or ".join(repr(f"{distribution_of(ep)}:{name}") for ep in found)
+        each = ", ".join(plugin_text(f"{distribution_of(ep)} ({ep.value})", "json", 200) for ep in found)
+        pick = " or ".join(quoted_name(f"{distribution_of(ep)}:{name}", 120) for ep in found)
         times = "twice" if len(found) == 2 else f"{len(found)} times"
-        raise PluginError(f"{kind} {name!r} is published {times}: by {each}; select one as {pick}")
+        raise PluginError(f"{kind} {quoted_name(name)} is published {times}: by {each}; select one as {pick}")
     return found[0]
 
 
@@ -76,7 +79,8 @@ def load(group: str, name: str, kind: str) -> object:
     try:
         return ep.load()
     except Exception as err:  # a third-party module that fails to import: name it, in one line
-        raise PluginError(f"{kind} {split(name)[1]!r} ({ep.value}) failed to load: {type(err).__name__}: {err}") from None
+        what, value = plugin_text(f"{type(err).__name__}: {err}", "json", 300), plugin_text(ep.value, "json", 120)
+        raise PluginError(f"{kind} {quoted_name(split(name)[1])} ({value}) failed to load: {what}") from None
 
 
 def load_declared(group: str, name: str, kind: str, base: type) -> type:
@@ -85,11 +89,11 @@ def load_declared(group: str, name: str, kind: str, base: type) -> type:
     ``params`` model."""
     cls = load(group, name, kind)
     bare = split(name)[1]
-    where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
+    where = plugin_text(f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}", "json", 120)
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise PluginError(f"{kind} {bare!r} ({where}) is not a subclass of leakbed.plugin.{base.__name__}")
     if getattr(cls, "name", None) != bare:
-        raise PluginError(f"{kind} {bare!r} ({where}) declares name {getattr(cls, 'name', None)!r}")
+        raise PluginError(f"{kind} {bare!r} ({where}) declares name {quoted_name(getattr(cls, 'name', None))}")
     params = getattr(cls, "params", None)
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         raise PluginError(f"{kind} {bare!r}: params must be a pydantic model (subclass leakbed.plugin.Params)")

@@ -13,9 +13,9 @@ import json
 
 import numpy as np
 
+from leakbed.core.plugin_text import plugin_text
 from leakbed.referee.context import ScoreContext
 from leakbed.referee.coverage import Coverage, fill_rng
-from leakbed.workers.hostile import words
 
 
 def probe_metrics(found: dict, ids: list[str], owners: np.ndarray, rounds: np.ndarray, n_users: int, n_rounds: int) -> dict:
@@ -45,7 +45,7 @@ def score(ctx: ScoreContext) -> dict:
         name: {
             "owner": [str(p["owner"][k]) if k >= 0 else "" for k in cov.row.tolist()],
             "round": [int(p["round"][k]) if k >= 0 else -1 for k in cov.row.tolist()],
-            "evidence": [words(str(e), 300) for e in p["evidence"]],  # the attack's words: one bounded line each
+            "evidence": [plugin_text(str(e), "json", 300) for e in p["evidence"]],  # the attack's words: one bounded line each
         }
         for name, p in found.items()
     }
@@ -65,7 +65,8 @@ def score(ctx: ScoreContext) -> dict:
         f"{100 * m['round_chance']:.1f})": {"header": ["probe", "owner", "round", "found"], "rows": rows},
         "Red team: break-out probes from inside a worker": {
             "header": ["probe", "held", "detail"],
-            "rows": [[words(n, 80), "yes" if p["held"] else "NO", words(str(p["detail"]), 160)] for n, p in breakout.items()],
+            "rows": [[plugin_text(n, "json", 80), "yes" if p["held"] else "NO", plugin_text(str(p["detail"]), "json", 160)]
+                     for n, p in breakout.items()],
         },
     }
     return m

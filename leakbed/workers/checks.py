@@ -23,7 +23,8 @@ from typing import Any
 
 from leakbed.core.declaration import Declaration, ParamsError, check_params
 from leakbed.core.knowledge import AttackerKnowledge
-from leakbed.workers.hostile import HostileData, load_json, words
+from leakbed.core.plugin_text import plugin_text
+from leakbed.workers.hostile import HostileData, load_json
 from leakbed.workers.one_shot import NoAnswer, call_inside
 from leakbed.workers.sandbox import Limits, available
 
@@ -67,7 +68,7 @@ def own_checks(
         seen: dict[str | None, dict[str, Any]] = {}
         for rule, doc in replies.items():
             if name in doc["errors"]:
-                raise ParamsError(words(str(doc["errors"][name]), 400))
+                raise ParamsError(plugin_text(str(doc["errors"][name]), "json", 400))
             normalised = doc["params"].get(name)
             if not isinstance(normalised, dict):
                 raise ParamsError(f"attack.params.{name}: its own check returned no parameters")
@@ -132,7 +133,7 @@ def _reply(raw: bytes) -> dict:
     except HostileData as err:
         raise ParamsError(f"the attacks' own checks returned nothing usable ({err})") from None
     if not isinstance(doc, dict) or not doc.get("ok"):
-        why = words(str(doc.get("error", "")) if isinstance(doc, dict) else "", 300)
+        why = plugin_text(str(doc.get("error", "")) if isinstance(doc, dict) else "", "json", 300)
         raise ParamsError(f"the attacks' own checks failed: {why}")
     if not isinstance(doc.get("params"), dict) or not isinstance(doc.get("errors"), dict):
         raise ParamsError("the attacks' own checks returned nothing usable")

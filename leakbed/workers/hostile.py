@@ -5,7 +5,8 @@ JSON, log and error texts, files in its output folder, its stdout/stderr) may be
 or disk (zip bombs, floods, huge texts), to run code on load (pickled object arrays), to make trusted code
 read or clobber files outside the sandbox's folder (symlinks, hard links, FIFOs that block), or to spoof
 leakbed's own report lines (escape sequences, newlines). Every reader here bounds what it allocates
-*before* allocating it, never follows a link, and refuses with a one-line ``HostileData``.
+*before* allocating it, never follows a link, and refuses with a one-line ``HostileData``. Its texts cross
+``core.plugin_text`` (the one boundary for plugin text), its numbers ``workers.numbers``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import re
 import select
 import stat
 import threading
-import unicodedata
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npy_format
 
+from leakbed.core.plugin_text import clean, quoted_name
+
 __all__ = [
     "ArraySpec",
     "HostileData",
@@ -39,25 +41,19 @@ __all__ = [
     "load_json",
     "load_npz",
     "open_beneath",
-    "quoted",
     "read_beneath",
     "tail",
-    "words",
 ]
 
 
 class HostileData(ValueError):
-    """Untrusted output refused; the message is one line, safe to log (attacker text in it went through ``words``)."""
-
-
-def _show(text: str | bytes, limit: int = 80) -> str:
-    """An attacker-chosen name, quoted for one of our messages."""
-    return repr(words(text, limit))
+    """Untrusted output refused; the message is one line, safe to log (attacker text in it crossed
+    ``core.plugin_text``)."""
 
 
 def _one_line(err: BaseException) -> str:
-    """An exception's text (which may echo attacker bytes) made safe for a HostileData message."""
-    return words(f"{type(err).__name__}: {err}", 200)
+    """An exception's text (which may echo attacker bytes) for a HostileData message."""
+    return clean(f"{type(err).__name__}: {err}", 200)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -124,20 +120,20 @@ def _check_members(zf: zipfile.ZipFile, max_bytes: int, max_members: int) -> lis
     for info in infos:
         name = info.filename
         if not name.endswith(".npy"):
-            raise HostileData(f"member {_show(name)} is not a .npy file")
+            raise HostileData(f"member {quoted_name(name)} is not a .npy file")
         key = name[: -len(".npy")]
         if not _SAFE_NAME.fullmatch(key) or ".." in key or key.startswith("/"):
-            raise HostileData(f"member {_show(name)} has an unsafe name")
+            raise HostileData(f"member {quoted_name(name)} has an unsafe name")
         if name in seen:
-            raise HostileData(f"member {_show(name)} appears twice")
+            raise HostileData(f"member {quoted_name(name)} appears twice")
         seen.add(name)
         if info.flag_bits & 0x1:
-            raise HostileData(f"member {_show(name)} is encrypted")
+            raise HostileData(f"member {quoted_name(name)} is encrypted")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise HostileData(f"member {_show(name)} uses compression method {info.compress_type}, not stored or deflated")
+            raise HostileData(f"member {quoted_name(name)} uses compression method {info.compress_type}, not stored or deflated")
         if info.file_size > max_bytes:
             raise HostileData(
-                f"member {_show(name)} claims {info.file_size} bytes uncompressed, more than the {max_bytes} allowed"
+                f"member {quoted_name(name)} claims {info.file_size} bytes uncompressed, more than the {max_bytes} allowed"
             )
         total += info.file_size
         if total > max_bytes:
@@ -148,7 +144,7 @@ def _check_members(zf: zipfile.ZipFile, max_bytes: int, max_members: int) -> lis
 
 def _read_header(zf: zipfile.ZipFile, key: str, info: zipfile.ZipInfo, max_bytes: int) -> _Header:
     """Only the .npy header of one member, read through a bounded stream; refuses pickles and lying sizes."""
-    name = _show(info.filename)
+    name = quoted_name(info.filename)
     with zf.open(info) as raw:
         fp = _Bounded(raw, _NPY_HEADER_BUDGET)
         try:
@@ -169,7 +165,7 @@ def _read_header(zf: zipfile.ZipFile, key: str, info: zipfile.ZipInfo, max_bytes
     if dtype.names is not None or dtype.subdtype is not None:
         raise HostileData(f"member {name} has a structured dtype, refused")
     if len(shape) > _MAX_NDIM or any(type(d) is not int or d < 0 for d in shape):
-        raise HostileData(f"member {name} has an invalid shape {words(repr(shape), 100)}")
+        raise HostileData(f"member {name} has an invalid shape {clean(repr(shape), 100)}")
     payload = math.prod(shape) * dtype.itemsize
     if payload > max_bytes:
         raise HostileData(f"member {name} header claims {payload} bytes of data, more than the {max_bytes} allowed")
@@ -197,9 +193,9 @@ def _read_payload(zf: zipfile.ZipFile, h: _Header) -> np.ndarray:
             view[got : got + len(chunk)] = chunk
             got += len(chunk)
         if got != h.payload:
-            raise HostileData(f"member {_show(h.info.filename)} ends after {got} of {h.payload} data bytes")
+            raise HostileData(f"member {quoted_name(h.info.filename)} ends after {got} of {h.payload} data bytes")
         if raw.read(1):
-            raise HostileData(f"member {_show(h.info.filename)} holds more data than its header says")
+            raise HostileData(f"member {quoted_name(h.info.filename)} holds more data than its header says")
     flat = np.frombuffer(buf, dtype=h.dtype)  # a bytearray is writable: no copy needed
     if h.fortran:
         return flat.reshape(h.shape[::-1]).transpose()
@@ -215,7 +211,7 @@ def _apply_schema(headers: list[_Header], schema: Mapping[str, ArraySpec], extra
     if not extra:
         for h in headers:
             if h.key not in schema:
-                raise HostileData(f"array {_show(h.key)} is not expected")
+                raise HostileData(f"array {quoted_name(h.key)} is not expected")
     symbols: dict[str, tuple[int, str]] = {}
     for h in headers:
         spec = schema.get(h.key)
@@ -293,7 +289,7 @@ def _refuse_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise HostileData(f"JSON number {words(text, 40)} overflows to infinity")
+        raise HostileData(f"JSON number {clean(text, 40)} overflows to infinity")
     return value
 
 
@@ -341,68 +337,6 @@ def load_json(data: bytes, *, max_bytes: int = 1 << 20, max_depth: int = 16, max
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# texts
-
-_ANSI = re.compile(
-    r"""
-    (?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]              # CSI ... final byte (7- or 8-bit)
-  | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])        # OSC, DCS, SOS, PM, APC: a string ...
-    [^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?          # ... up to BEL or ST (or the end)
-  | \x1b[ -/]*[0-~]                                # any other ESC sequence
-    """,
-    re.VERBOSE,
-)
-
-
-def _visible(ch: str) -> str:
-    """A space for controls (C0, C1, line separators), nothing for invisible format marks (bidi overrides)."""
-    cat = unicodedata.category(ch)
-    if cat == "Cc" or cat in ("Zl", "Zp"):
-        return " "
-    if cat == "Cf":
-        return ""
-    if cat == "Cs":
-        return "\ufffd"
-    return ch
-
-
-_SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]|[^\x00-\x7f]")
-
-
-def words(text: str | bytes, limit: int = 300) -> str:
-    """Attacker-chosen text made safe for one line of a report or log: no escapes, no controls, bounded length.
-
-    Escape sequences could repaint a terminal and newlines could forge a leakbed line; both go, whitespace
-    runs collapse to one space, and the result is at most ``limit`` characters, ending in "…" when cut.
-    """
-    if limit <= 0:
-        return ""
-    window = limit * 4 + 4096  # enough to fill ``limit`` after stripping typical escapes; bounds the work
-    cut = False
-    if isinstance(text, bytes | bytearray | memoryview):
-        raw = bytes(text[: window * 4]) if len(text) > window * 4 else bytes(text)
-        cut = len(raw) < len(text)
-        text = raw.decode("utf-8", errors="replace")
-    if len(text) > window:
-        text, cut = text[:window], True
-    text = _ANSI.sub("", text)
-    text = _SPECIAL.sub(lambda m: _visible(m.group()), text)
-    text = " ".join(text.split())
-    if len(text) > limit or (cut and text):
-        return text[: limit - 1].rstrip() + "…"
-    return text
-
-
-def quoted(who: str, text: str | bytes, limit: int = 300) -> str:
-    """``attack 'mlp' said: "..."``: the label (from trusted code) marks these as the attack's words, not leakbed's.
-
-    Quotes and backslashes inside are escaped so the attack cannot close the quote and continue as leakbed.
-    """
-    said = words(text, limit).replace("\\", "\\\\").replace('"', '\\"')
-    return f'{who} said: "{said}"'
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # files
 
 # O_NONBLOCK: opening a FIFO the sandbox left must not hang us (it is then refused as not a regular file);
@@ -419,12 +353,12 @@ def tail(path: Path, max_bytes: int = 65536) -> bytes:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise HostileData(f"{_show(str(path))} is a symlink, refused") from None
+            raise HostileData(f"{quoted_name(str(path))} is a symlink, refused") from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise HostileData(f"{_show(str(path))} is not a regular file")
+            raise HostileData(f"{quoted_name(str(path))} is not a regular file")
         offset = max(0, st.st_size - max_bytes)
         parts: list[bytes] = []
         got = 0
@@ -484,13 +418,13 @@ def _components(relpath: str) -> list[str]:
     if not relpath:
         raise HostileData("empty path, refused")
     if "\x00" in relpath:
-        raise HostileData(f"path {_show(relpath)} holds a NUL byte, refused")
+        raise HostileData(f"path {quoted_name(relpath)} holds a NUL byte, refused")
     if relpath.startswith("/"):
-        raise HostileData(f"path {_show(relpath)} is absolute, refused")
+        raise HostileData(f"path {quoted_name(relpath)} is absolute, refused")
     parts = relpath.split("/")
     for part in parts:
         if part in ("", ".", ".."):
-            raise HostileData(f"path {_show(relpath)} has an empty, '.' or '..' component, refused")
+            raise HostileData(f"path {quoted_name(relpath)} has an empty, '.' or '..' component, refused")
     return parts
 
 
@@ -532,13 +466,13 @@ def open_beneath(dir_fd: int, relpath: str) -> int:
                 if err.errno not in (errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter that denies unknown calls
                     raise
                 return _walk(dir_fd, parts)
-        raise HostileData(f"path {_show(relpath)} kept changing while being opened, refused")
+        raise HostileData(f"path {quoted_name(relpath)} kept changing while being opened, refused")
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.EXDEV):
-            raise HostileData(f"path {_show(relpath)} is a link or goes through one, refused") from None
+            raise HostileData(f"path {quoted_name(relpath)} is a link or goes through one, refused") from None
         if err.errno == errno.ENOTDIR and len(parts) > 1:
             # the fallback's O_DIRECTORY|O_NOFOLLOW answers ENOTDIR for an intermediate symlink
-            raise HostileData(f"path {_show(relpath)} goes through a link or a non-directory, refused") from None
+            raise HostileData(f"path {quoted_name(relpath)} goes through a link or a non-directory, refused") from None
         raise
 
 
@@ -553,11 +487,11 @@ def read_beneath(dir_fd: int, relpath: str, max_bytes: int) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise HostileData(f"{_show(relpath)} is not a regular file")
+            raise HostileData(f"{quoted_name(relpath)} is not a regular file")
         if st.st_nlink != 1:
-            raise HostileData(f"{_show(relpath)} has {st.st_nlink} hard links, refused")
+            raise HostileData(f"{quoted_name(relpath)} has {st.st_nlink} hard links, refused")
         if st.st_size > max_bytes:
-            raise HostileData(f"{_show(relpath)} is {st.st_size} bytes, more than the {max_bytes} allowed")
+            raise HostileData(f"{quoted_name(relpath)} is {st.st_size} bytes, more than the {max_bytes} allowed")
         parts: list[bytes] = []
         got = 0
         while got <= max_bytes:
@@ -567,7 +501,7 @@ def read_beneath(dir_fd: int, relpath: str, max_bytes: int) -> bytes:
             parts.append(chunk)
             got += len(chunk)
         if got > max_bytes:
-            raise HostileData(f"{_show(relpath)} grew past the {max_bytes} bytes allowed while being read")
+            raise HostileData(f"{quoted_name(relpath)} grew past the {max_bytes} bytes allowed while being read")
         return b"".join(parts)
     finally:
         os.close(fd)

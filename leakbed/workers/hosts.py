@@ -10,6 +10,7 @@ checks every reply the same way.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,7 +18,9 @@ import grpc
 
 from leakbed.core.layout import check_run_id
 from leakbed.workers import transport
-from leakbed.workers.lane import LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed
+from leakbed.workers.hostile import HostileData
+from leakbed.workers.lane import LaneBroke, LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed
+from leakbed.workers.numbers import reply_header
 from leakbed.workers.sandbox import Limits
 from leakbed.workers.tls import TlsFiles, channel_credentials
 from leakbed.workers.transport import pb, pb_grpc
@@ -139,15 +142,19 @@ class RemoteLane:
 
     def call(self, request: dict[str, Any], deadline: float) -> tuple[dict[str, Any], bytes]:
         msg = pb.LaneCall(lane_id=self._id, header_json=json.dumps(request), deadline=deadline)
+        t0 = time.monotonic()
         reply = self._host.rpc("Call", msg, deadline + 30)
         if reply.failure == "deadline":
             raise LaneDeadline(reply.detail)
-        if reply.failure == "died":
+        if reply.failure in ("died", "broke"):
             self._last = reply.detail
-            raise LaneDied(reply.detail)
+            raise (LaneBroke if reply.failure == "broke" else LaneDied)(reply.detail)
         if reply.failure == "task":
             raise TaskFailed(reply.detail)
-        return json.loads(reply.header_json), reply.body
+        try:
+            return reply_header(reply.header_json.encode(), elapsed=time.monotonic() - t0), reply.body
+        except HostileData as err:
+            raise LaneBroke(f"{self.spec.who} sent a malformed reply through {self._host.address} ({err})") from None
 
     def upstream(self, name: str, data: bytes) -> None:
         self._host.rpc("Upstream", pb.LaneUpstream(lane_id=self._id, name=name, npz=data), 600)

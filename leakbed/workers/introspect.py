@@ -30,7 +30,8 @@ from pydantic import ValidationError
 from leakbed.core.config import WorkersConfig
 from leakbed.core.declaration import Declaration
 from leakbed.core.entry_points import PluginError, candidates, distribution_of, select, split
-from leakbed.workers.hostile import HostileData, load_json, words
+from leakbed.core.plugin_text import plugin_text, quoted_name
+from leakbed.workers.hostile import HostileData, load_json
 from leakbed.workers.one_shot import NoAnswer, call_inside
 from leakbed.workers.sandbox import Limits
 from leakbed.workers.staging import BUILTIN, Staged, StagingError, cache_root, stage, stage_leakbed
@@ -75,7 +76,7 @@ def staged_code(ep: EntryPoint) -> Staged:
     try:
         return stage_leakbed() if distribution_of(ep) == BUILTIN else stage(ep.dist)  # type: ignore[arg-type]
     except StagingError as err:
-        raise PluginError(f"attack {ep.name!r} ({ep.value}): {err}") from None
+        raise PluginError(f"attack {quoted_name(ep.name)} ({plugin_text(ep.value, 'json', 120)}): {err}") from None
 
 
 def foreign_module(ep: EntryPoint, staged: Staged) -> str:
@@ -128,7 +129,8 @@ class Introspector:
             chosen[name] = select(GROUP, name, "attack", eps)
         for name, ep in chosen.items():
             if self.unconfined and distribution_of(ep) != BUILTIN:
-                raise PluginError(f"attack {split(name)[1]!r} comes from the third-party distribution {distribution_of(ep)!r} "
+                dist = quoted_name(distribution_of(ep))
+                raise PluginError(f"attack {split(name)[1]!r} comes from the third-party distribution {dist} "
                                   f"and no sandbox can start here ({self.unconfined}): {INSTALL}")
         by_dist: dict[str, list[str]] = {}
         for name in names:
@@ -163,11 +165,12 @@ class Introspector:
         version = first.dist.version if first.dist is not None else ""
         out = {}
         for selector, ep in wanted.items():
-            name = ep.name
+            name, value = ep.name, plugin_text(ep.value, "json", 120)
             if name in refused:
-                raise PluginError(f"attack {name!r} ({ep.value}) is refused: {refused[name]}")
+                raise PluginError(f"attack {quoted_name(name)} ({value}) is refused: {refused[name]}")
             if name in errors:
-                raise PluginError(f"attack {name!r} ({ep.value}) failed to load: {words(errors[name], 300)}")
+                why = plugin_text(errors[name], "json", 300)
+                raise PluginError(f"attack {quoted_name(name)} ({value}) failed to load: {why}")
             # which distribution published it is this side's knowledge (installed metadata), never the plugin's word
             decl = _checked(name, cached["declarations"].get(name))
             out[selector] = decl.model_copy(update={"distribution": dist_name, "version": version})
@@ -184,7 +187,7 @@ class Introspector:
         for name in names:
             if name not in doc["declarations"] and name not in doc["errors"]:
                 raise PluginError(f"the introspection did not declare {name!r}")
-        errors = {split(k)[1]: words(str(v), 500) for k, v in doc["errors"].items() if k in names}
+        errors = {split(k)[1]: plugin_text(str(v), "json", 500) for k, v in doc["errors"].items() if k in names}
         decls = {}
         for selector in names:
             name = split(selector)[1]
@@ -234,7 +237,7 @@ def _checked(name: str, doc: object) -> Declaration:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise PluginError(f"attack {name!r} declares itself wrongly: {where}: {words(first['msg'], 200)}") from None
+        raise PluginError(f"attack {name!r} declares itself wrongly: {where}: {plugin_text(first['msg'], 'json', 200)}") from None
     if decl.name != name:
         raise PluginError(f"attack {name!r} declares the name {decl.name!r}")
     return decl

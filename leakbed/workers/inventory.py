@@ -18,7 +18,7 @@ from importlib.metadata import Distribution, entry_points
 from pathlib import Path
 from typing import TextIO
 
-from leakbed.workers.hostile import words
+from leakbed.core.plugin_text import plugin_text
 from leakbed.workers.staging import BUILTIN, Layout, StagingError, layout, normalized, read
 
 GROUPS = {"leakbed.attacks": "attacks", "leakbed.defenses": "defenses"}
@@ -97,8 +97,9 @@ def warn_once(stream: TextIO | None = None) -> None:
     out = stream or sys.stderr
     for dist in installed(links=False):
         if dist.runs_at_start:
-            what = ", ".join(words(p, 120) for p in dist.runs_at_start)
-            print(f"leakbed: warning: plugin distribution {words(dist.name, 80)!r} ships {what}, which Python runs at every "
+            what = ", ".join(plugin_text(p, "console", 120) for p in dist.runs_at_start)
+            name = plugin_text(dist.name, "console", 80)
+            print(f"leakbed: warning: plugin distribution {name!r} ships {what}, which Python runs at every "
                   "start, outside any sandbox (see leakbed plugins)", file=out)
 
 
@@ -108,18 +109,22 @@ def render(found: list[Installed]) -> str:
     if not found:
         return "no plugin distributions installed (leakbed's own attacks and defenses aside)\n"
     lines: list[str] = []
+
+    def shown(text: str, limit: int) -> str:
+        return plugin_text(text, "console", limit)
+
     for d in found:
-        lines.append(f"{words(d.name, 80)} {words(d.version, 40)}{' (editable)' if d.editable else ''}")
+        lines.append(f"{shown(d.name, 80)} {shown(d.version, 40)}{' (editable)' if d.editable else ''}")
         for group, label in GROUPS.items():
-            eps = [f"{words(n, 60)} = {words(v, 120)}" for g, n, v in d.entry_points if g == group]
+            eps = [f"{shown(n, 60)} = {shown(v, 120)}" for g, n, v in d.entry_points if g == group]
             lines.append(f"  {label}: {', '.join(eps) if eps else 'none'}")
         flags = [
-            *(f"runs at every start, outside any sandbox: {words(p, 160)}" for p in d.runs_at_start),
-            *(f"ships {words(p, 160)} (adds to sys.path: {', '.join(words(x, 160) for x in d.pth_paths) or 'nothing'})"
+            *(f"runs at every start, outside any sandbox: {shown(p, 160)}" for p in d.runs_at_start),
+            *(f"ships {shown(p, 160)} (adds to sys.path: {', '.join(shown(x, 160) for x in d.pth_paths) or 'nothing'})"
               for p in d.pth if p not in d.pth_code),
-            *(f"link, left out of its staged copy: {words(p, 160)}" for p in d.links),
-            *(f"outside the environment: {words(p, 160)}" for p in d.outside),
-            *(f"cannot be staged: {words(p, 200)}" for p in d.problems),
+            *(f"link, left out of its staged copy: {shown(p, 160)}" for p in d.links),
+            *(f"outside the environment: {shown(p, 160)}" for p in d.outside),
+            *(f"cannot be staged: {shown(p, 200)}" for p in d.problems),
         ]  # fmt: skip
         lines += [f"  ! {f}" for f in flags] or ["  no .pth file, no link, every file in the environment"]
     return "\n".join(lines) + "\n"

@@ -5,7 +5,8 @@ Nothing the lane can write is on the host: it gets its prior's inputs read-only,
 builds on read-only (a folder trusted code fills), and a tmpfs of its own under a quota; it talks through two
 pipes (``workers.frames``) and its output goes to a third that trusted code drains into a log of bounded size
 (``workers.hostile.LogSink``). Replies are read as hostile data: bounded, before a deadline; a lane past its
-deadline is killed. Its texts (errors, last words) are shown as its words (``workers.hostile.quoted``).
+deadline is killed. Its texts (errors, last words) are shown as its words (``core.plugin_text.said``), the numbers
+of its reply header are checked (``workers.numbers.reply_header``): a header that fails ends the lane and that task.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from leakbed.core.entry_points import PluginError, distribution_of, select
+from leakbed.core.plugin_text import clean, said
 from leakbed.workers.frames import FrameClosed, FrameDeadline, FrameError, read_frame, write_frame
-from leakbed.workers.hostile import HostileData, LogSink, load_json, quoted, words
+from leakbed.workers.hostile import HostileData, LogSink
+from leakbed.workers.numbers import reply_header
 from leakbed.workers.sandbox import INSIDE, OUTPUT, Limits, Mount, Sandbox, end
 from leakbed.workers.staging import ATTACKS, BUILTIN, StagingError
 
@@ -74,6 +77,11 @@ def exit_meaning(code: int) -> str:
 
 class LaneDied(RuntimeError):
     """The lane's process ended during a call (one line: how, and its last words, labelled)."""
+
+
+class LaneBroke(LaneDied):
+    """The lane broke the protocol (a reply that is not a frame, too big, or a header that fails its checks): it was
+    ended, and the task fails without a retry (a second lane would be sent the same task)."""
 
 
 class LaneDeadline(TimeoutError):
@@ -225,7 +233,7 @@ class LaneProcess:
         lines = tail.decode(errors="replace").strip().splitlines()
         fatal = [line for line in lines if line.startswith("Fatal Python error")]
         last = " / ".join(dict.fromkeys([*fatal[-1:], *lines[-1:]]))
-        return f"{how}; {quoted(self.spec.who, last, 200)}" if last else how
+        return f"{how}; {said(self.spec.who, last, 'json', 200)}" if last else how
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -250,22 +258,20 @@ class LaneProcess:
                 self._reap()
                 raise LaneDied(self.death()) from None
             self.kill()
-            raise LaneDied(f"{self.spec.who} broke the lane protocol ({words(str(err), 200)}); it was ended") from None
+            raise LaneDied(f"{self.spec.who} broke the lane protocol ({clean(str(err), 200)}); it was ended") from None
         except (FrameError, OSError) as err:
             if self.alive():  # it wrote garbage or an oversized reply: it cannot be trusted to go on
                 self.kill()
-                raise LaneDied(f"{self.spec.who} broke the lane protocol ({words(str(err), 200)}); it was ended") from None
+                raise LaneBroke(f"{self.spec.who} broke the lane protocol ({clean(str(err), 200)}); it was ended") from None
             self._reap()
             raise LaneDied(self.death()) from None
         try:
-            header = load_json(raw, max_bytes=len(raw) + 1, max_depth=4, max_items=64)
-            if not isinstance(header, dict) or not isinstance(header.get("ok"), bool):
-                raise HostileData("a reply header without 'ok'")
+            header = reply_header(raw, elapsed=time.monotonic() - (until - deadline))
         except HostileData as err:
             self.kill()
-            raise LaneDied(f"{self.spec.who} sent a malformed reply ({err}); it was ended") from None
+            raise LaneBroke(f"{self.spec.who} sent a malformed reply ({err}); it was ended") from None
         if not header["ok"]:
-            raise TaskFailed(quoted(self.spec.who, str(header.get("error", "")), 300))
+            raise TaskFailed(said(self.spec.who, header.get("error", ""), "json", 300))
         return header, body
 
     def _exits_within(self, seconds: float) -> bool:

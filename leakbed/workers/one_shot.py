@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from leakbed.workers.hostile import words
+from leakbed.core.plugin_text import plugin_text
 from leakbed.workers.sandbox import INSIDE, Limits, Mount, Sandbox, end
 from leakbed.workers.staging import StagingError
 
@@ -94,7 +94,7 @@ def call_inside(
             proc.wait()
         drain.join(timeout=EXIT_GRACE)
     last = (tail.decode(errors="replace").strip().splitlines() or [""])[-1]
-    return Answer(data, proc.returncode, words(last, 300))
+    return Answer(data, proc.returncode, plugin_text(last, "json", 300))
 
 
 def _read(fd: int, until: float, limit: int) -> bytes:

@@ -9,10 +9,13 @@ output with another; an attack that builds on another's outputs (``Declaration.b
 and read-only, once they are written.
 
 What a lane hands back is hostile data (``workers.hostile``): replies are bounded, arrays are checked before they
-are allocated, texts are shown as the attack's words. Every task has a deadline (the attack's own budget
-parameter, or ``workers.task_deadline``); a task past it is ended and counted failed with "deadline", and the
-federation and the other attacks go on. A lane that dies during a task is restarted and the task retried once;
-a task that kills a second lane fails with the cause of death. At most ``count`` lane tasks run at once.
+are allocated, texts are shown as the attack's words, numbers are checked (``workers.numbers``). Every task has a
+deadline (``workers.task_deadline``, or the attack's own budget parameter where that is shorter); a task past it is
+ended and counted failed with "deadline", and the federation and the other attacks go on. A lane that dies during a
+task is restarted and the task retried once; a task that kills a second lane fails with the cause of death; a lane
+that breaks the protocol (a malformed reply) fails its task at once. Outputs handed to an attack that builds on them
+are checked again, as the ranking they must be: refused ones are not handed over, and the refusal is the upstream
+attack's. At most ``count`` lane tasks run at once.
 
 Every tapped update is filed, dropped (queue full) or failed, so ``tapped == analysed + dropped + failed`` always
 holds and is reported. Lanes run on this host (sandboxes spawned here) or on remote attack workers
@@ -45,7 +48,8 @@ from leakbed.core.records import AnonymousUpdate, RoundSnapshot
 from leakbed.core.store import UpdateStore
 from leakbed.workers.hostile import ArraySpec, HostileData, load_npz
 from leakbed.workers.hosts import Host, Lane, LocalHost, RemoteHost
-from leakbed.workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed
+from leakbed.workers.lane import LaneBroke, LaneDeadline, LaneDied, LaneSpec, TaskFailed
+from leakbed.workers.numbers import task_deadline, upstream_outputs
 from leakbed.workers.sandbox import Limits
 from leakbed.workers.tls import TlsFiles
 
@@ -383,9 +387,25 @@ class AttackPool:
                 self.stats.lane_start_seconds += handle.start_seconds
             for name in lane.spec.upstream:  # what it builds on, once written
                 path = self._output_path(lane.store, name)
-                if path.exists():
-                    handle.upstream(name, path.read_bytes())
+                data = self._upstream(lane, name, path) if path.exists() else None
+                if data is not None:
+                    handle.upstream(name, data)
         return lane.handle
+
+    def _upstream(self, lane: _Lane, name: str, path: Path) -> bytes | None:
+        """The outputs of ``name`` that ``lane`` builds on, checked as hostile data (``workers.numbers``): outputs that
+        fail are not handed over (the lane runs as without them), and the refusal is ``name``'s, where it happened."""
+        data = path.read_bytes()
+        try:
+            upstream_outputs(data, max_bytes=self._max_result, ranking=self._decl[name].family == "reid")
+        except HostileData as err:
+            message = f"attack {name!r}'s outputs were not handed to {lane.spec.who}, which builds on them: {err}"
+            log.warning("%s", message)
+            with self._lock:
+                if message not in self.stats.errors:
+                    self.stats.errors.append(message)
+            return None
+        return data
 
     def _run(self, lane: _Lane, task: _Task) -> None:
         request: dict[str, Any] = {"op": task.op, "round": task.round, "partial": task.partial}
@@ -402,6 +422,10 @@ class AttackPool:
                 return
             except TaskFailed as err:
                 self._failed(lane, task, f"{lane.spec.who} failed: {err}")
+                return
+            except LaneBroke as err:  # not a death to retry: a second lane would be sent the same task
+                self._drop_handle(lane)
+                self._failed(lane, task, f"{task.op} task of {lane.spec.who} failed: {err}")
                 return
             except LaneDied as err:
                 self._drop_handle(lane)
@@ -424,7 +448,7 @@ class AttackPool:
                 self._failed(lane, task, f"{lane.spec.who}'s lane could not start: {type(err).__name__}: {err}")
                 return
             break
-        seconds = float(header.get("seconds", 0.0)) if isinstance(header.get("seconds"), int | float) else 0.0
+        seconds = float(header["seconds"])  # checked against the time the task took (workers.numbers.reply_header)
         try:
             self._accept(lane, task, body, seconds, given)
         except HostileData as err:
@@ -508,8 +532,11 @@ class AttackPool:
         path = self._output_path(lane.store, lane.spec.output)
         for other in list(self._lanes.values()):
             if lane.spec.attack in other.spec.upstream and other.handle is not None:
+                data = self._upstream(other, lane.spec.attack, path)
+                if data is None:
+                    continue
                 try:
-                    other.handle.upstream(lane.spec.attack, path.read_bytes())
+                    other.handle.upstream(lane.spec.attack, data)
                 except LaneDied as err:
                     log.warning("could not hand %s to %s: %s", lane.spec.attack, other.spec.key, err)
 
@@ -553,12 +580,12 @@ class AttackPool:
                           _Task("fit", name=job.name, partial=True, deadline=self._deadline_of(job)))
 
     def _deadline_of(self, job: Fit) -> float:
-        """The attack's own budget parameter when it declares one, else ``workers.task_deadline`` [s]."""
+        """``workers.task_deadline`` [s], or the attack's own budget parameter when it declares one that is shorter (a
+        budget never lengthens a task past the run's deadline)."""
         decl = self._decl[job.attack]
         if decl.budget:
             value = {**self._params.get(job.attack, decl.params_defaults), **job.params}.get(decl.budget)
-            if isinstance(value, int | float) and value > 0:
-                return float(value)
+            return task_deadline(value, self._task_deadline)
         return self._task_deadline
 
     def _settled(self) -> bool:

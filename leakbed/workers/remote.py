@@ -37,7 +37,7 @@ from leakbed.core.processes import MARK, ProcessGroup, marked
 from leakbed.workers import sandbox, transport
 from leakbed.workers.hosts import LocalHost, LocalLane
 from leakbed.workers.introspect import INSTALL, Introspector, cache_dir
-from leakbed.workers.lane import LaneDeadline, LaneDied, LaneSpec, TaskFailed, code_of
+from leakbed.workers.lane import LaneBroke, LaneDeadline, LaneDied, LaneSpec, TaskFailed, code_of
 from leakbed.workers.tls import TlsFiles, server_credentials
 from leakbed.workers.transport import pb, pb_grpc
 
@@ -106,6 +106,8 @@ class Gateway(pb_grpc.LaneServiceServicer):
             header, body = lane.call(json.loads(request.header_json), max(1.0, request.deadline))
         except LaneDeadline as err:
             return pb.LaneReply(failure="deadline", detail=str(err))
+        except LaneBroke as err:  # its task fails without a retry, as on the pool's host
+            return pb.LaneReply(failure="broke", detail=str(err))
         except LaneDied as err:
             return pb.LaneReply(failure="died", detail=str(err))
         except TaskFailed as err:

@@ -7,15 +7,14 @@ no other path (no store, no other attack's outputs, no network; the staged code 
 distribution) under a uid of its own where leakbed is root, and removed afterwards, so nothing the scorer sees is
 ever where an attack sandbox can read it. A plugin's scorer runs only once no lane of its prior can run: after the
 pool has closed (``server.experiment``: no interim score runs a plugin's scorer). The scorer's result comes back
-through a pipe as bounded JSON; only numbers, booleans, short texts and their nesting are kept, its texts shown as
-its words.
+through a pipe as bounded JSON, checked by ``workers.numbers.scorer_result``: numbers in their ranges, texts bounded
+(``core.plugin_text``), exports counted; a result that fails is that plugin's failure (``PluginScorerError``), one
+line, never the run's.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from leakbed.core.declaration import FIELD, Declaration
-from leakbed.workers.hostile import HostileData, load_json, quoted, words
+from leakbed.core.declaration import Declaration
+from leakbed.core.plugin_text import said
+from leakbed.workers.hostile import HostileData, load_json
+from leakbed.workers.numbers import scorer_result
 from leakbed.workers.one_shot import NoAnswer, call_inside
 from leakbed.workers.sandbox import Limits, available
 
 MAX_RESULT = 1 << 20  # bytes of a scorer's JSON
 DEADLINE = 600.0  # [s] one plugin scorer
-_KEY = re.compile(FIELD)
 
 
 class PluginScorerError(RuntimeError):
@@ -100,28 +100,9 @@ def _result(name: str, raw: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("ok"), bool):
         raise PluginScorerError("the plugin's scorer returned no result")
     if not doc["ok"]:
-        raise PluginScorerError(quoted(f"the scorer of {name!r}", str(doc.get("error", "")), 300))
-    result = doc.get("result")
-    if not isinstance(result, dict):
-        raise PluginScorerError("the plugin's scorer returned no dict")
-    clean = _clean(result, depth=0)
-    assert isinstance(clean, dict)
-    clean["scored_by"] = "plugin"
-    return clean
-
-
-def _clean(value: Any, depth: int) -> Any:
-    """Numbers, booleans, short texts (as its words) and nesting of them; other keys and values dropped."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return words(value, 300)
-    if depth >= 4:
-        return None
-    if isinstance(value, list):
-        return [_clean(v, depth + 1) for v in value[:1000]]
-    if isinstance(value, dict):
-        return {str(k): _clean(v, depth + 1) for k, v in list(value.items())[:1000] if isinstance(k, str) and _KEY.fullmatch(k)}
-    return None
+        raise PluginScorerError(said(f"the scorer of {name!r}", doc.get("error", ""), "json", 300))
+    try:
+        result = scorer_result(doc.get("result"))
+    except HostileData as err:
+        raise PluginScorerError(f"the plugin's scorer returned a result refused: {err}") from None
+    return {**result, "scored_by": "plugin"}

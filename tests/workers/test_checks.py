@@ -210,7 +210,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
             raise
 
     monkeypatch.setattr(checks, "_reply", keep)
-    monkeypatch.setattr(checks, "words", lambda text, limit: text)  # the test reads the whole reply
+    monkeypatch.setattr(checks, "plugin_text", lambda text, place, limit: text)  # the test reads the whole reply
     return views
 
 

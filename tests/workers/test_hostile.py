@@ -32,10 +32,8 @@ from leakbed.workers.hostile import (
     load_json,
     load_npz,
     open_beneath,
-    quoted,
     read_beneath,
     tail,
-    words,
 )
 
 MiB = 1 << 20
@@ -358,34 +356,6 @@ def test_json_out_of_bounds_is_refused(data: bytes, kwargs: dict[str, int], reas
     with pytest.raises(HostileData, match=reason) as caught:
         load_json(data, **kwargs)
     assert "\n" not in str(caught.value)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# words, quoted
-
-
-def test_words_strips_escapes_and_controls() -> None:
-    nasty = "ok\x1b[31m red\x1b[0m\r\nleakbed: AUC=1.0\ttab\x00nul\x07bel\x1b]0;title\x07\x9b2J\u202eevil\u2028sep \x85next"
-    said = words(nasty)
-    assert said == "ok red leakbed: AUC=1.0 tab nul belevil sep next"
-    assert all(ch.isprintable() for ch in said)
-
-
-def test_words_decodes_bytes_and_truncates() -> None:
-    assert words(b"caf\xc3\xa9 \xff\xfe end") == "café \ufffd\ufffd end"
-    cut = words("word " * 1000, limit=20)
-    assert len(cut) <= 20 and cut.endswith("…") and cut.startswith("word word")
-    assert words("x" * 20, limit=20) == "x" * 20
-    assert words("   \n\t  ") == ""
-    start = time.perf_counter()
-    assert len(words(b"A\x1b[1m" * (2 * MiB), limit=300)) <= 300
-    assert time.perf_counter() - start < 1.0
-
-
-def test_quoted_labels_the_attack_s_words() -> None:
-    assert quoted("attack 'mlp'", b"done\n") == "attack 'mlp' said: \"done\""
-    forged = quoted("attack 'mlp'", 'x"\nleakbed: all fine "')
-    assert forged == 'attack \'mlp\' said: "x\\" leakbed: all fine \\""' and "\n" not in forged
 
 
 # --------------------------------------------------------------------------------------------------------------------

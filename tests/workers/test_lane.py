@@ -21,7 +21,7 @@ import pytest
 
 from leakbed.core.processes import alive, descendants
 from leakbed.workers.hostile import LogSink
-from leakbed.workers.lane import LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed, exit_meaning
+from leakbed.workers.lane import LaneBroke, LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed, exit_meaning
 from leakbed.workers.sandbox import Limits, available
 from tests.workers import kit
 
@@ -60,6 +60,12 @@ while True:
         time.sleep(600)
     elif how == "deep":
         head = ("[" * 5000 + "]" * 5000).encode()
+        os.write(fd_out, PREFIX.pack(MAGIC, len(head), 0) + head)
+        time.sleep(600)
+    elif how in ("huge-seconds", "negative-seconds", "nan-seconds", "late-seconds", "huge-pid"):
+        head = {"huge-seconds": b'{"ok": true, "seconds": ' + b"9" * 4000 + b"}",
+                "negative-seconds": b'{"ok": true, "seconds": -5}', "nan-seconds": b'{"ok": true, "seconds": NaN}',
+                "late-seconds": b'{"ok": true, "seconds": 86400}', "huge-pid": b'{"ok": true, "pid": 1e300}'}[how]
         os.write(fd_out, PREFIX.pack(MAGIC, len(head), 0) + head)
         time.sleep(600)
     elif how == "liar":
@@ -241,8 +247,14 @@ def test_a_hostile_lane_that_announces_a_terabyte_is_refused_at_once(tmp_path, s
         ("not-json", r"sent a malformed reply \(.*\); it was ended"),
         ("no-ok", r"sent a malformed reply \(a reply header without 'ok'\); it was ended"),
         ("deep", r"sent a malformed reply \(.*\); it was ended"),
+        ("huge-seconds", r"sent a malformed reply \(its seconds is an integer of 13288 bits, more than 2\*\*53\); it was ended"),
+        ("negative-seconds", r"sent a malformed reply \(its seconds is -5, outside \[0, \d+(\.\d+)?\]\); it was ended"),
+        ("nan-seconds", r"sent a malformed reply \(JSON holds NaN, refused\); it was ended"),
+        ("late-seconds", r"sent a malformed reply \(its seconds is 86400, outside \[0, \d+(\.\d+)?\]\); it was ended"),
+        ("huge-pid", r"sent a malformed reply \(its pid is 1e\+300, outside \[1, 4.1943e\+06\]\); it was ended"),
     ],
-    ids=["huge-header", "bad-magic", "not-json", "no-ok", "deep"],
+    ids=["huge-header", "bad-magic", "not-json", "no-ok", "deep", "huge-seconds", "negative-seconds", "nan-seconds",
+         "late-seconds", "huge-pid"],
 )
 def test_a_malformed_reply_ends_the_lane_in_one_line(tmp_path, store, started, monkeypatch, behaviour, says):
     fake_lanes(monkeypatch, behaviour)
@@ -253,6 +265,8 @@ def test_a_malformed_reply_ends_the_lane_in_one_line(tmp_path, store, started, m
     t0 = time.monotonic()
     with pytest.raises(LaneDied, match=f"^attack 'fake' {says}") as err:
         one.call({"op": "fit"}, 30)
+    if "malformed" in says or "a header of" in says or "bad magic" in says:  # a broken protocol: no retry
+        assert isinstance(err.value, LaneBroke), type(err.value)
     assert time.monotonic() - t0 < 5
     one_line(str(err.value), 400)
     assert kit.gone_within(pids, 3.0)

@@ -233,7 +233,7 @@ def test_a_hanging_scorer_is_ended_at_its_deadline(tmp_path, mark):
         (b"", r"^the plugin's scorer returned no result \("),
         (b"\x1b[2J{not json", r"^the plugin's scorer returned no result \("),
         (b"[1]", r"^the plugin's scorer returned no result$"),
-        (b'{"ok": true, "result": [1]}', r"^the plugin's scorer returned no dict$"),
+        (b'{"ok": true, "result": [1]}', r"^the plugin's scorer returned a result refused: the result is list, not a dict$"),
         (b'{"ok": "yes"}', r"^the plugin's scorer returned no result$"),
         (b'{"ok": false, "error": "\\u001b[2Jno\\nleakbed: fine"}', r"^the scorer of 'lb-echo' said: \"no leakbed: fine\"$"),
         (b'{"ok": true, "result": ' + b"[" * 50 + b"]" * 50 + b"}", r"^the plugin's scorer returned no result \("),
