@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from leakbed.core.errors import LeakbedError
 from leakbed.package_data import PACKAGE
 
 DISTRIBUTION = "leakbed"
@@ -32,7 +33,7 @@ NEVER_SHIPPED = ("deploy/certs",)  # where certs.sh writes private keys in a che
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the zip format's first date: the same files give the same wheel
 
 
-class ContextError(RuntimeError):
+class ContextError(LeakbedError, RuntimeError):
     """The build context could not be staged (one line, for the CLI)."""
 
 

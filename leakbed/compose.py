@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from leakbed.core.errors import LeakbedError
 from leakbed.package_data import DEPLOY
 from leakbed.workers.seccomp import oci_profile
 
@@ -39,7 +40,7 @@ FILES = {
 }
 
 
-class ComposeError(ValueError):
+class ComposeError(LeakbedError, ValueError):
     """Bad rendering parameters (one line, for the CLI)."""
 
 

@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from leakbed import flower
 from leakbed.core.config import ExperimentConfig, dump_config
+from leakbed.core.errors import Failed
 from leakbed.core.layout import RunLayout
 from leakbed.core.processes import ProcessGroup, free_ports
 from leakbed.launcher import ProcessLauncher
@@ -36,8 +37,10 @@ from leakbed.package_data import DEPLOY
 CONNECTION = "leakbed-local"
 
 
-class DeployError(RuntimeError):
+class DeployError(Failed, RuntimeError):
     """A step of the local deployment failed; the message is one line naming it."""
+
+    what = "deploy-local"
 
 
 def scrape(url: str, timeout: float = 5.0) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from leakbed import console
+from leakbed.core.errors import LeakbedError
 from leakbed.package_data import DEPLOY
 
 PODMAN_CONF = DEPLOY / "podman" / "containers.conf"
@@ -33,7 +34,7 @@ SECCOMP_PROFILE = DEPLOY / "seccomp" / "attack-worker.json"
 SOCKET_WAIT_S = 30.0
 
 
-class EngineError(RuntimeError):
+class EngineError(LeakbedError, RuntimeError):
     """No usable container engine (one line, for the CLI)."""
 
 

@@ -15,10 +15,11 @@ from importlib.metadata import EntryPoint, entry_points
 
 from pydantic import BaseModel
 
+from leakbed.core.errors import LeakbedError
 from leakbed.core.plugin_text import plugin_text, quoted_name
 
 
-class PluginError(ValueError):
+class PluginError(LeakbedError, ValueError):
     """A plugin that cannot be found or loaded, or declares itself wrongly (one line)."""
 
 

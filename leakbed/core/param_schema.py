@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from leakbed.core.errors import LeakbedError
+
 MAX_FIELDS = 256  # fields of one params table, nested tables' included
 MAX_DEPTH = 3  # tables within the params table: params.a.b.c at most
 MAX_CHOICES = 256  # values of one enum
@@ -40,7 +42,7 @@ TYPE_WORDS = {"bool": "a boolean", "int": "an integer", "float": "a number", "st
               "table": "a table"}  # fmt: skip
 
 
-class ParamsError(ValueError):
+class ParamsError(LeakbedError, ValueError):
     """Parameters a declaration refuses, or a declaration leakbed refuses: one line, naming the key."""
 
 

@@ -42,6 +42,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
 
+from leakbed.core.errors import LeakbedError
 from leakbed.workers.hostile import HostileData, open_beneath
 
 FORMAT = "1"  # of a staged tree: a new format stages everything again
@@ -53,7 +54,7 @@ KEEP_DAYS = 7.0  # [days] a copy not used for that long is removed when its dist
 ATTACKS = "leakbed.attacks"
 
 
-class StagingError(ValueError):
+class StagingError(LeakbedError, ValueError):
     """A distribution's files cannot be staged (one line)."""
 
 
