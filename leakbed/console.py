@@ -11,15 +11,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from leakbed.core.plugin_text import plugin_text
+
 if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
 
 def fail(message: str) -> int:
-    """``leakbed: error: <message>`` (its first line) on stderr; the exit code 2 of bad input."""
-    first = str(message).splitlines()[0] if str(message).strip() else "bad input"
-    print(f"leakbed: error: {first}", file=sys.stderr)
+    """``leakbed: error: <message>`` (its first line) on stderr; the exit code 2 of bad input. The message may quote a
+    plugin (a name, an entry point, its error): it crosses ``core.plugin_text`` for the console, so no escape byte of a
+    plugin's reaches the terminal."""
+    first = str(message).splitlines()[0] if str(message).strip() else ""
+    print(f"leakbed: error: {plugin_text(first, 'console', 2000) or 'bad input'}", file=sys.stderr)
     return 2
 
 
@@ -29,7 +33,8 @@ def say(message: str) -> None:
 
 
 def rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> Table:
-    """A rich table whose cells are plain text: no rich markup in a name or a plugin's words is interpreted."""
+    """A rich table whose cells are plain text: no rich markup in a name or a plugin's words is interpreted (their
+    escape and control bytes are gone already: ``core.plugin_text`` for the console)."""
     from rich.table import Table
     from rich.text import Text
 

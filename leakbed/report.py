@@ -1,6 +1,10 @@
 """The run report: metrics.json, a Table-3-style markdown table (seed 001 §6.1.1) and plots.
 
-It reads only the per-prior ``metrics.json`` files a run wrote, so any run can be re-reported.
+It reads only the per-prior ``metrics.json`` files a run wrote, so any run can be re-reported. The headline table
+holds the referee's numbers only: an attack scored by its own plugin scorer is reported apart, in a section of its
+own and marked as the plugin's everywhere (``plugin_scored`` in metrics.json). Every text a plugin could have chosen
+(its scorer's notes and tables, the attacks' errors, a device's failure reason) crosses ``core.plugin_text`` for
+Markdown: it forms no heading, table, link, image or HTML, and a figure is shown only where leakbed wrote the file.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from pathlib import Path
 
 from leakbed.audit_report import audit_section
+from leakbed.core.plugin_text import Place, error_line, plugin_text
 from leakbed.core.tables import markdown_table
 from leakbed.studies.sections import analysis_lines, participant_lines
 
@@ -29,8 +34,13 @@ COUNT_SUFFIXES = ("_updates", "_users", "_rounds", "_count", "_images", "_pairs"
 COVERAGE_KEYS = ("coverage", "rows_missing")
 MISSING_ROWS = "missing rows scored as a random ranking"
 PLUGIN_SCORED = "scored by the plugin's own scorer, in the scoring sandbox"
-SAID = re.compile(r"attack '([^']*)' said: ?")  # how the pool labels an attack's own words in its errors
+PLUGIN_SECTION = "Scored by the attacks' own scorers (not the referee's numbers)"
+PLUGIN_ABOUT = (
+    "Each attack below is scored by its plugin's own scorer, run in the scoring sandbox: these are the plugin's "
+    "numbers, not the referee's, and they are in no headline table. Its notes and tables are its own words."
+)
 ERRORS_SHOWN = 10  # pool errors listed per prior (metrics.json holds them all)
+FIGURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png")  # a figure a referee scorer wrote beside metrics.json
 
 
 class RunFolderError(ValueError):
@@ -58,8 +68,20 @@ def load_runs(run_dir: Path) -> dict[str, dict]:
         missing = [k for k in SUMMARY_KEYS if k not in run] if isinstance(run, dict) else list(SUMMARY_KEYS)
         if missing:
             raise RunFolderError(f"{path}: not a complete prior summary (no {missing[0]!r})")
-        runs[rule] = run
+        runs[rule] = apart(run)
     return runs
+
+
+def apart(run: dict) -> dict:
+    """The prior's summary with every plugin-scored row in ``plugin_scored``, none in ``attackers`` or ``suite`` (a run
+    from before they were reported apart kept them there, marked ``scored_by``)."""
+    plugin = dict(run.get("plugin_scored") or {})
+    for key in ("attackers", "suite"):
+        rows = run.get(key) or {}
+        plugin |= {n: m for n, m in rows.items() if isinstance(m, dict) and m.get("scored_by") == "plugin"}
+        run[key] = {n: m for n, m in rows.items() if n not in plugin}
+    run["plugin_scored"] = plugin
+    return run
 
 
 def prior_label(rule: str, run: dict) -> str:
@@ -69,11 +91,17 @@ def prior_label(rule: str, run: dict) -> str:
 
 def combined_metrics(runs: dict[str, dict]) -> dict[str, dict]:
     """``{"attack_sandbox": {prior: how the attack code was confined}, prior: {attacker: {ap, chance_ap,
-    x_chance, top1, top5}}}``: how the attack side ran comes first, then each audited prior's ε estimates."""
+    x_chance, top1, top5}}}``: how the attack side ran comes first, then each audited prior's ε estimates; the
+    attacks scored by their own plugin scorers are apart, under ``plugin_scored`` (each row ``scored_by: plugin``)."""
     sandbox = {rule: run.get("attack_sandbox", "unknown (a run from before the sandbox)") for rule, run in runs.items()}
-    scores = {rule: {name: {k: m[k] for k in METRIC_KEYS} for name, m in run["attackers"].items()} for rule, run in runs.items()}
+    scores = {rule: {name: {k: m.get(k) for k in METRIC_KEYS} for name, m in run["attackers"].items()}
+              for rule, run in runs.items()}  # fmt: skip
     audits = {rule: run["audit"] for rule, run in runs.items() if run.get("audit")}
-    return {"attack_sandbox": sandbox, **({"privacy_audit": audits} if audits else {}), **scores}
+    plugin = {rule: {name: {**{k: v for k, v in m.items() if _number(v)}, "scored_by": "plugin"}
+                     for name, m in run.get("plugin_scored", {}).items()}
+              for rule, run in runs.items() if run.get("plugin_scored")}  # fmt: skip
+    return {"attack_sandbox": sandbox, **({"privacy_audit": audits} if audits else {}), **scores,
+            **({"plugin_scored": plugin} if plugin else {})}  # fmt: skip
 
 
 def sandbox_line(runs: dict[str, dict]) -> str:
@@ -140,30 +168,6 @@ def _partial(m: dict | None) -> bool:
     return bool(m) and _number(m.get("coverage")) and m["coverage"] < 1
 
 
-def untrusted(text: str, cap: int = 300, markdown: bool = True) -> str:
-    """Text that is not leakbed's own (an attack's words, a plugin's note) on one line, at most ``cap`` characters,
-    for markdown with its inline syntax escaped: it can neither start a line of its own nor render as a link or an
-    image (the console prints it as plain text)."""
-    one = " ".join(str(text).split())
-    one = one if len(one) <= cap else one[: cap - 1] + "…"
-    return re.sub(r"([\\`*_\[\]<>!|~&])", r"\\\1", one) if markdown else one
-
-
-def error_text(text: str, own: str = "leakbed: ", markdown: bool = True) -> str:
-    """An error with who wrote it: leakbed's own words after ``own``, an attack's own words (the pool labels them
-    ``attack 'x' said: "..."``; all that follows the label counts as the attack's) marked as its, quoted, escaped."""
-    one = " ".join(str(text).split())
-    found = SAID.search(one)
-    if not found:
-        return f"{own}{untrusted(one, 500, markdown)}"
-    before, said = one[: found.start()].rstrip(" :;,"), one[found.end() :]
-    if len(said) >= 2 and said[0] == said[-1] == '"':
-        said = said[1:-1]
-    who = untrusted(repr(found.group(1)), 80, markdown)
-    words = f"attack {who} said, in its own words (not leakbed's): “{untrusted(said, markdown=markdown)}”"
-    return f"{own}{untrusted(before, 200, markdown)}; {words}" if before else words
-
-
 def table_footnote(runs: dict[str, dict]) -> str:
     """The closed-world table's footnote when an attacker returned no row for some of its updates (its AP cells
     carry a ``*``); '' when every attacker covered all of them."""
@@ -193,7 +197,7 @@ def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
             m = run["attackers"].get(name)
             mark = "*" if _partial(m) else ""
             row += (
-                [f"{100 * m['ap']:.1f} ({m['x_chance']:.0f}×){mark}", f"{100 * m['top1']:.1f}", f"{100 * m['top5']:.1f}"]
+                [f"{_pct(m, 'ap')} ({_num(m, 'x_chance', '.0f')}×){mark}", _pct(m, "top1"), _pct(m, "top5")]
                 if m
                 else ["-"] * 3
             )
@@ -202,9 +206,19 @@ def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     for run in runs.values():
         any_m = next(iter(run["attackers"].values()), None)
         u = run["users"]
-        chance += [f"{100 * any_m['chance_ap']:.1f} (1×)" if any_m else "-", f"{100 / u:.1f}", f"{100 * min(5, u) / u:.1f}"]
+        chance += [f"{_pct(any_m, 'chance_ap')} (1×)" if any_m else "-", f"{100 / u:.1f}", f"{100 * min(5, u) / u:.1f}"]
     rows.append(chance)
     return header, rows
+
+
+def _num(m: dict, key: str, spec: str = ".3f", scale: float = 1.0) -> str:
+    """A metric as a cell, ``-`` where it is missing or not a finite number."""
+    v = m.get(key)
+    return format(scale * v, spec) if _number(v) and math.isfinite(v) else "-"
+
+
+def _pct(m: dict, key: str) -> str:
+    return _num(m, key, ".1f", 100.0)
 
 
 def _plot(runs: dict[str, dict], path: Path) -> None:
@@ -217,7 +231,7 @@ def _plot(runs: dict[str, dict], path: Path) -> None:
     for rule, run in runs.items():
         style = "-" if rule == "random" else "--"
         for name, m in run["attackers"].items():
-            rounds = sorted(int(r) for r in m["per_round"])
+            rounds = sorted(int(r) for r in m.get("per_round", {}))
             top1 = [100 * m["per_round"][str(r)]["top1"] for r in rounds]
             axes[0].plot(rounds, top1, style, marker=".", label=f"{ATTACKER_LABELS.get(name, name)} ({rule})")
         util = run["utility"]
@@ -269,7 +283,7 @@ def _privacy_lines(run: dict) -> list[str]:
         eps = "no finite ε" if p["epsilon"] is None else f"ε = {p['epsilon']:.3g}"
         if p.get("epsilon_exact") is not None:
             eps += f" (exact {p['epsilon_exact']:.3g})"
-        extra = f" ({p['note']})" if p.get("note") else ""
+        extra = f" ({plugin_text(p['note'], 'markdown')})" if p.get("note") else ""  # a defense plugin's words
         if p.get("averaged_per_round"):  # the noise the server's wrapper adds to the average of the replies it releases
             extra += f"; noise std {p['noise_std_on_average']:.3g} on the average of {p['averaged_per_round']} replies"
         lines.append(
@@ -286,9 +300,11 @@ def _privacy_lines(run: dict) -> list[str]:
     return lines
 
 
-def scalar_text(m: dict) -> str:
-    """An attack's scalar metrics, ``accuracy 0.500, chance 0.100, updates 24``; its coverage is shown apart."""
-    return ", ".join(f"{k} {format_metric(k, v)}" for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS)
+def scalar_text(m: dict, markdown: bool = False) -> str:
+    """An attack's scalar metrics, ``accuracy 0.500, chance 0.100, updates 24``; its coverage is shown apart. A plugin's
+    scorer names its own metrics: ``markdown`` escapes the names."""
+    name = (lambda k: plugin_text(k, "markdown", 64)) if markdown else str  # noqa: E731
+    return ", ".join(f"{name(k)} {format_metric(k, v)}" for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS)
 
 
 def _provenance_lines(m: dict) -> list[str]:
@@ -297,25 +313,57 @@ def _provenance_lines(m: dict) -> list[str]:
     if m.get("scored_by") == "plugin":
         lines.append(f"- {PLUGIN_SCORED}")
     if m.get("scorer_failed"):
-        lines.append(f"- no score: {error_text(m['scorer_failed'], own='')}")
+        lines.append(f"- no score: {error_line(m['scorer_failed'], 'markdown', own='')}")
     return lines
 
 
-def _suite_lines(rule: str, run: dict) -> list[str]:
-    """The further attacks of the suite: their scalar metrics, tables and figures, as scored. What a plugin's own
-    scorer wrote (notes, tables) is labelled as its and escaped."""
+def _tables(m: dict) -> list[str]:
+    """A result's tables, every title and cell escaped (a table of the referee's may hold names an attack chose)."""
+    lines = []
+    tables = m.get("tables")
+    for title, table in (tables if isinstance(tables, dict) else {}).items():
+        if not isinstance(table, dict):
+            continue
+        rows = [[plugin_text(c, "markdown", 200) for c in r] for r in table.get("rows", []) if isinstance(r, list)]
+        header = [plugin_text(h, "markdown", 200) for h in table.get("header", [])]
+        lines += ["", plugin_text(title, "markdown"), "", markdown_table(header, rows)]
+    return lines
+
+
+def _figures(run_dir: Path, rule: str, name: str, m: dict) -> list[str]:
+    """A referee scorer's figures that leakbed wrote beside the prior's metrics.json: local files, by a plain name;
+    anything else is not shown (a report loads nothing from elsewhere)."""
+    figures = m.get("figures") if m.get("scored_by") != "plugin" else None
+    shown = [f for f in figures or [] if isinstance(f, str) and FIGURE.fullmatch(f) and (run_dir / rule / f).is_file()]
+    return [f"\n![{plugin_text(name, 'markdown', 64)}]({rule}/{fig})" for fig in shown]
+
+
+def _suite_lines(run_dir: Path, rule: str, run: dict) -> list[str]:
+    """The further attacks of the suite, as the referee scored them: their scalar metrics, tables and figures. Every
+    note and table cell is escaped: an attack's declared notes are its own words."""
     lines = []
     for name, m in run.get("suite", {}).items():
         scalars = scalar_text(m)
-        plugin = m.get("scored_by") == "plugin"
-        text = untrusted if plugin else str
-        notes = [f"- the plugin's scorer notes: {untrusted(n)}" for n in m.get("notes", [])] if plugin else m.get("notes", [])
+        notes = [f"- {plugin_text(n, 'markdown', 600)}" for n in m.get("notes", [])]
         lines += [f"#### {name} ({rule} prior)", "", *([f"- {scalars}"] if scalars else []), *_provenance_lines(m), *notes]
-        for title, table in m.get("tables", {}).items():
-            rows = [[text(c) for c in r] for r in table["rows"]]
-            lines += ["", text(title), "", markdown_table([text(h) for h in table["header"]], rows)]
-        lines += [f"\n![{name}]({rule}/{fig})" for fig in m.get("figures", [])]
+        lines += [*_tables(m), *_figures(run_dir, rule, name, m)]
         lines.append("")
+    return lines
+
+
+def _plugin_lines(rule: str, run: dict) -> list[str]:
+    """The attacks scored by their own plugin scorers: each marked as such, its numbers, notes and tables shown as the
+    plugin's (escaped), its exports listed under its own name."""
+    lines = []
+    for name, m in run.get("plugin_scored", {}).items():
+        scalars = scalar_text(m, markdown=True)
+        notes = [f"- the plugin's scorer notes: {plugin_text(n, 'markdown')}" for n in m.get("notes", [])]
+        exports = m.get("exports") if isinstance(m.get("exports"), dict) else {}
+        shown = [f"{name}/{plugin_text(e, 'markdown', 64)}: {scalar_text(v, markdown=True)}" for e, v in exports.items()
+                 if isinstance(v, dict)]  # fmt: skip
+        lines += [f"#### {name} ({rule} prior), scored by its plugin", "", f"- {PLUGIN_SCORED}: its numbers, not the referee's",
+                  *([f"- {scalars}"] if scalars else []), *_provenance_lines({k: v for k, v in m.items() if k != "scored_by"}),
+                  *notes, *(f"- its export {e}" for e in shown), *_tables(m), ""]  # fmt: skip
     return lines
 
 
@@ -325,10 +373,10 @@ def _attacker_lines(run: dict) -> list[str]:
     for name, m in run["attackers"].items():
         if not any(k in m for k in ("coverage", "scored_by")):
             continue  # a run from before the referee counted rows
-        about = "; ".join(t for t in (coverage_text(m), PLUGIN_SCORED if m.get("scored_by") == "plugin" else None) if t)
+        about = coverage_text(m)
         lines.append(
-            f"- {ATTACKER_LABELS.get(name, name)}: AP {100 * m['ap']:.1f} ({m['x_chance']:.1f}×), top-1 {100 * m['top1']:.1f}, "
-            f"top-5 {100 * m['top5']:.1f}" + (f"; {about}" if about else "")
+            f"- {ATTACKER_LABELS.get(name, name)}: AP {_pct(m, 'ap')} ({_num(m, 'x_chance', '.1f')}×), top-1 {_pct(m, 'top1')}, "
+            f"top-5 {_pct(m, 'top5')}" + (f"; {about}" if about else "")
         )
     return lines
 
@@ -336,8 +384,8 @@ def _attacker_lines(run: dict) -> list[str]:
 def _failure_line(name: str, why: str, pool: dict) -> str:
     """Why an attacker has no result, with its own last error from the pool (the pool's list may show others first)."""
     own = [e for e in pool.get("errors", []) if f"'{name}'" in e]
-    last = f"; its last error: {error_text(own[-1], own='')}" if own else ""
-    return f"- attacker {untrusted(name, 80)} has no result: {error_text(why, own='')}{last}"
+    last = f"; its last error: {error_line(own[-1], 'markdown', own='')}" if own else ""
+    return f"- attacker {plugin_text(name, 'markdown', 80)} has no result: {error_line(why, 'markdown', own='')}{last}"
 
 
 def _error_lines(rule: str, pool: dict) -> list[str]:
@@ -345,31 +393,43 @@ def _error_lines(rule: str, pool: dict) -> list[str]:
     errors = pool.get("errors", [])
     if not errors:
         return []
-    lines = [f"- attack pool errors ({len(errors)}):", *[f"  - {error_text(e)}" for e in errors[:ERRORS_SHOWN]]]
+    lines = [f"- attack pool errors ({len(errors)}):", *[f"  - {error_line(e, 'markdown')}" for e in errors[:ERRORS_SHOWN]]]
     if len(errors) > ERRORS_SHOWN:
         lines.append(f"  - … {len(errors) - ERRORS_SHOWN} more in {rule}/metrics.json (pool.errors)")
     return lines
 
 
-def other_attack_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
-    """The console's "Other attacks" table: one row per (prior, attack) of the suite (every attack not in the
-    closed-world table) with its headline metrics, chance, and coverage. No rows when the suite had none."""
-    header = ["prior", "attack", "score", "chance (× chance)", "coverage"]
+def _rows(runs: dict[str, dict], key: str, label: str = "") -> list[list[str]]:
     rows = []
     for rule, run in runs.items():
-        for name, m in run.get("suite", {}).items():
+        for name, m in apart(dict(run)).get(key, {}).items():  # a plugin-scored row only ever among its own
             head = [f"{k} {format_metric(k, m[k])}" for k in ("accuracy", "auc", "ap") if _number(m.get(k))]
-            if not head:  # no headline metric: its first scalars
-                head = [f"{k} {format_metric(k, v)}" for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS][:3]
+            if not head:  # no headline metric: its first scalars (a plugin's scorer names its own: console-escaped)
+                head = [f"{plugin_text(k, 'console', 64)} {format_metric(k, v)}" for k, v in m.items()
+                        if _number(v) and k not in COVERAGE_KEYS][:3]  # fmt: skip
             if m.get("scorer_failed"):
-                head = ["no score: " + error_text(m["scorer_failed"], own="", markdown=False)]  # plain text
+                head = ["no score: " + error_line(m["scorer_failed"], "console", own="")]
             chance = [f"{format_metric(k, m[k])}" for k in ("chance", "chance_ap") if _number(m.get(k))][:1]
-            if _number(m.get("x_chance")):
+            if _number(m.get("x_chance")) and math.isfinite(m["x_chance"]):
                 chance.append(f"({m['x_chance']:.1f}×)")
-            label = name + (" (plugin-scored)" if m.get("scored_by") == "plugin" else "")
-            row = [prior_label(rule, run), label, ", ".join(head) or "-", " ".join(chance) or "-", short_coverage(m)]
-            rows.append(row)
-    return header, rows
+            rows.append([prior_label(rule, run), name + label, ", ".join(head) or "-", " ".join(chance) or "-",
+                         short_coverage(m)])  # fmt: skip
+    return rows
+
+
+OTHER_HEADER = ["prior", "attack", "score", "chance (× chance)", "coverage"]
+
+
+def other_attack_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """The console's "Other attacks" table: one row per (prior, attack) of the suite (every attack the referee scored
+    outside the closed-world table) with its headline metrics, chance, and coverage. No rows when the suite had none."""
+    return list(OTHER_HEADER), _rows(runs, "suite")
+
+
+def plugin_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """The console's table of the attacks scored by their own plugin scorers, each marked ``(plugin-scored)``: their
+    numbers, not the referee's, in a table of their own."""
+    return list(OTHER_HEADER), _rows(runs, "plugin_scored", " (plugin-scored)")
 
 
 def written_line(run_dir: Path, runs: dict[str, dict]) -> str:
@@ -391,10 +451,11 @@ def _attack_side_lines(run: dict) -> list[str]:
     ]
 
 
-def replies_line(rule: str, replies: dict) -> str:
-    """One prior's replies in one line: how many failed or were rejected and why, how many users the numbers rest on."""
+def replies_line(rule: str, replies: dict, place: Place = "markdown") -> str:
+    """One prior's replies in one line: how many failed or were rejected and why (a device's words, escaped for
+    ``place``: the report's Markdown or the console), how many users the numbers rest on."""
     bad = replies["failed"] + replies["rejected"]
-    reasons = "; ".join(f"{n}x {untrusted(why, 160)}" for why, n in list(replies.get("why", {}).items())[:3])
+    reasons = "; ".join(f"{n}x {plugin_text(why, place, 160)}" for why, n in list(replies.get("why", {}).items())[:3])
     text = (f"{rule} prior: {bad} of {replies['sampled']} sampled devices' replies failed or were rejected "
             f"({100 * replies['failed_share']:.1f}%){': ' + reasons if reasons else ''}; the numbers rest on "
             f"{replies['users_in_updates']} of {replies['users']} users")  # fmt: skip
@@ -463,9 +524,12 @@ def write_report(run_dir: Path) -> Path:
             "",
         ]
     lines += ["![re-identification by round](reid_by_round.png)", ""]
-    suite = [line for rule, run in runs.items() for line in _suite_lines(rule, run)]
+    suite = [line for rule, run in runs.items() for line in _suite_lines(run_dir, rule, run)]
     if suite:
         lines += ["## Further attacks", "", *suite]
+    plugin = [line for rule, run in runs.items() for line in _plugin_lines(rule, run)]
+    if plugin:
+        lines += [f"## {PLUGIN_SECTION}", "", PLUGIN_ABOUT, "", *plugin]
     participant = [line for rule, run in runs.items() for line in participant_lines(rule, run)]
     if participant:
         lines += ["## Participant attacks", "", "Attacks by adversarial devices, not by the server.", "", *participant]

@@ -22,7 +22,7 @@ from typing import Any
 
 from leakbed.audit_report import plot_epsilon, sweep_audit_cells
 from leakbed.core.config import ConfigError, ExperimentConfig, build_config, read_tree
-from leakbed.core.declaration import reid_names
+from leakbed.core.declaration import plugin_scored, reid_names
 from leakbed.core.tables import markdown_table
 from leakbed.defenses.registry import params_of
 from leakbed.package_data import config_file
@@ -203,8 +203,9 @@ def tradeoff_rows(points: dict[str, ExperimentConfig], out: Path) -> list[dict]:
     nan = float("nan")
     rows = []
     for name, cfg in points.items():
-        attackers = reid_names(declarations(cfg), cfg.attack.suite)
-        others = [s for s in cfg.attack.suite if s not in attackers]
+        decls = declarations(cfg)
+        attackers = reid_names(decls, cfg.attack.suite)  # the referee's: a plugin-scored attack is in no sweep table
+        others = [s for s in cfg.attack.suite if s not in attackers and s not in plugin_scored(decls, cfg.attack.suite)]
         for rule, run in load_runs(out / name).items():
             last = str(run["rounds"])
             util = run["utility"][last]["utility"]

@@ -55,14 +55,24 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", l
 
 
 def print_tables(run_dir: Path) -> None:
-    """The closed-world table; beside it the suite's other attacks (plugins included), and where each is written."""
+    """The closed-world table; beside it the suite's other attacks the referee scored, then the attacks scored by their
+    own plugin scorers in a table of their own (never the referee's numbers), and where each is written."""
     from leakbed.audit_report import HEADER, audit_caption, audit_rows
-    from leakbed.report import load_runs, other_attack_rows, replies_line, table_footnote, table_rows, written_line
+    from leakbed.report import (
+        PLUGIN_SECTION,
+        load_runs,
+        other_attack_rows,
+        plugin_rows,
+        replies_line,
+        table_footnote,
+        table_rows,
+        written_line,
+    )
 
     runs = load_runs(run_dir)
     for rule, run in runs.items():  # first: how many replies failed, and how many users the numbers rest on
         if run.get("replies"):
-            console.print_plain(replies_line(rule, run["replies"]).replace("**", ""))
+            console.print_plain(replies_line(rule, run["replies"], "console").replace("**", ""))
     title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
     console.print_table(title, *table_rows(runs), caption=table_footnote(runs))
     if audited := audit_rows(runs):
@@ -71,6 +81,10 @@ def print_tables(run_dir: Path) -> None:
     header, rows = other_attack_rows(runs)
     if rows:
         console.print_table("Other attacks (scored by the referee; details in the report)", header, rows)
+    header, plugin = plugin_rows(runs)
+    if plugin:
+        console.print_table(PLUGIN_SECTION, header, plugin)
+    if rows or plugin:
         console.print_plain(written_line(run_dir, runs))
 
 

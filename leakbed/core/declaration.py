@@ -203,8 +203,16 @@ def needs_of(declarations: dict[str, Declaration], names: list[str], flag: str) 
 
 
 def reid_names(declarations: dict[str, Declaration], suite: list[str]) -> list[str]:
-    """The suite's closed-world re-identification attacks (family ``reid``), in suite order."""
-    return [n for n in suite if declarations[n].family == "reid"]
+    """The suite's closed-world re-identification attacks (family ``reid``) that the referee scores, in suite order:
+    the rows of the headline tables. An attack scored by its own plugin scorer is never one (its numbers are not the
+    referee's: ``plugin_scored``)."""
+    return [n for n in suite if declarations[n].family == "reid" and declarations[n].scoring.kind != "plugin"]
+
+
+def plugin_scored(declarations: dict[str, Declaration], suite: list[str]) -> list[str]:
+    """The suite's attacks scored by their own plugin scorer (in the scoring sandbox), in suite order: reported apart
+    from the referee's numbers, marked as the plugin's, never in a headline table."""
+    return [n for n in suite if declarations[n].scoring.kind == "plugin"]
 
 
 def valid_name(name: str) -> bool:

@@ -2,8 +2,10 @@
 
 Defined once, here, so exporters and the Grafana dashboard agree on names. Naming follows
 Prometheus conventions (``leakbed_`` prefix, base units, ``_total`` counters). Labels are bounded
-sets (prior rule, attacker name, defense label, world, failure reason, task kind, outcome) and
-never carry a user, node or update id: the metrics are public, the ground truth is not.
+sets (prior rule, attacker name, defense label, world, who scored it, failure reason, task kind,
+outcome) and never carry a user, node or update id: the metrics are public, the ground truth is not.
+An attack's gauges carry ``scorer``: ``referee`` (leakbed's scorer kinds) or ``plugin`` (the
+attack's own scorer: its numbers, not the referee's, its exports under its own name).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ M = TypeVar("M", bound=MetricWrapperBase)
 
 SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
 
-ATTACK_LABELS = ("attack", "defense", "world", "prior")
+ATTACK_LABELS = ("attack", "defense", "world", "prior", "scorer")
+SCORERS = ("referee", "plugin")  # the scorer label's values
 # Rounds take seconds (tiny CNN on CPU) to many minutes (MobileNet, hundreds of clients).
 ROUND_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, float("inf"))
 FAST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))

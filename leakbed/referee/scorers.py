@@ -5,7 +5,9 @@ The referee knows an attack only by its declaration (data; ``core.declaration``)
 kind's scorer is the referee's own function; a ``plugin`` kind runs the attack's function in the scoring sandbox,
 which gets, read-only, only the outputs, the params and the truth fields the plugin declared, for the updates it
 was given. Either way the declared notes are appended to the result's notes and the declared reference figures
-are filed under ``reference``.
+are filed under ``reference``, both as the plugin's text (``core.plugin_text``: bounded, one line each; the report
+escapes them again for Markdown). A plugin-scored result is marked ``scored_by: plugin``: its numbers are never the
+referee's (``server.experiment`` files them apart, in ``plugin_scored``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from leakbed.core.declaration import Declaration
+from leakbed.core.plugin_text import plugin_text
 from leakbed.referee.context import ScoreContext
 from leakbed.referee.kinds import KINDS, PLUGIN, kind_names
 
@@ -51,7 +54,8 @@ def score_one(decl: Declaration, ctx: ScoreContext) -> dict:
     else:
         raise ScorerError(f"attack {decl.name!r}: unknown scorer kind {kind!r} (the referee has {', '.join(kind_names())})")
     if decl.scoring.notes:
-        result["notes"] = [*result.get("notes", []), *decl.scoring.notes]
+        result["notes"] = [*result.get("notes", []), *(plugin_text(n, "json") for n in decl.scoring.notes)]
     if decl.scoring.reference:
-        result["reference"] = dict(decl.scoring.reference)
+        result["reference"] = {plugin_text(k, "json", 64): plugin_text(v, "json") if isinstance(v, str) else v
+                               for k, v in decl.scoring.reference.items()}  # fmt: skip
     return result

@@ -19,7 +19,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from leakbed.core.adoption import defending_users
 from leakbed.core.config import ExperimentConfig
-from leakbed.core.declaration import Declaration, needs_of, reid_names
+from leakbed.core.declaration import Declaration, needs_of, plugin_scored, reid_names
 from leakbed.core.derive import derived_seed
 from leakbed.core.layout import RunLayout
 from leakbed.server.canaries import Auditor, CanaryStrategy, audit_summary, canary_audit
@@ -180,14 +180,17 @@ def run_federation(
     failed = {n: CANNOT_RUN for n in cfg.attack.suite if n not in names} | {n: FIT_FAILED for n in names if n not in fitted}
     failed |= {n: s["scorer_failed"] for n, s in scores.items() if "scorer_failed" in s}
     scores = {n: s for n, s in scores.items() if n not in failed}
-    reid = [n for n in reid_names(declarations, list(scores))]
+    reid = reid_names(declarations, list(scores))  # the referee's: a plugin-scored attack is never in the table
+    plugin = plugin_scored(declarations, list(scores))
     summary = {
         "replies": replies(tap.rounds, judge.users_sealed(), len(users), cfg.fl.max_failed_share),
         **run.summary(pool),
         **({"secure_aggregation": "secagg+"} if secagg else {}),
         "attackers": {n: scores[n] for n in reid},  # the closed-world table (seed 001 Table 3)
         "attackers_failed": failed,
-        "suite": {n: s for n, s in scores.items() if n not in reid},
+        "suite": {n: s for n, s in scores.items() if n not in reid and n not in plugin},
+        # scored by the attacks' own scorers in the scoring sandbox: their numbers, not the referee's, reported apart
+        "plugin_scored": {n: scores[n] for n in plugin},
         # attacks by adversarial participants (devices), reported apart from the server's
         "participant_attacks": judge.participants(),
         "rounds_log": {str(r): vars(s) for r, s in sorted(tap.rounds.items())},

@@ -1,7 +1,10 @@
 """Server-side instrumentation: sets the catalogue's metrics (``core.telemetry``) for one FL run.
 
 Labels are bounded: the prior rule, the attack name, a short label of the config's defense set,
-the world (closed/open), the failure reason. Never a user, node or update id.
+the world (closed/open), who scored it (``scorer``: referee or plugin), the failure reason. Never a
+user, node or update id. A plugin-scored attack's gauges say ``scorer="plugin"``, and its scorer's
+exports go under its own name (``attack="<attack>/<export>"``, the export's name escaped for a label by
+``core.plugin_text``): they can never set another attack's series.
 
 Final values are kept two ways: the /metrics endpoint stays up ``telemetry.hold_seconds`` after
 the run (so a scrape after the end still finds them), and ``metrics.prom`` in the run folder holds
@@ -11,6 +14,7 @@ the last exposition in the Prometheus text format.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from pathlib import Path
@@ -18,6 +22,7 @@ from pathlib import Path
 from leakbed.core import telemetry as t
 from leakbed.core.audit import VIEWS
 from leakbed.core.config import ExperimentConfig, TelemetryConfig
+from leakbed.core.plugin_text import plugin_text
 from leakbed.workers import PoolStats
 
 log = logging.getLogger(__name__)
@@ -98,16 +103,26 @@ class RunTelemetry:
 
     def attack(self, name: str, metrics: dict) -> None:
         """An attack's score (interim or final): AP, × chance, top-1; AUC for property attacks; matched and count-based
-        per-sample accuracy for the reconstruction attacks."""
-        labels = {"attack": name, "defense": self.defense, "world": WORLDS.get(name, "closed"), "prior": self.prior}
+        per-sample accuracy for the reconstruction attacks; its exports (e.g. metadata fused with a weight attacker).
+        A plugin-scored attack's are marked ``scorer="plugin"``, its exports filed under its own name."""
+        plugin = metrics.get("scored_by") == "plugin"
+        scorer = "plugin" if plugin else "referee"
+        self._gauges(name, WORLDS.get(name, "closed"), scorer, metrics)
+        exports = metrics.get("exports")
+        for sub, sub_metrics in (exports if isinstance(exports, dict) else {}).items():
+            if isinstance(sub_metrics, dict):  # the referee's exports are named by it; a plugin's go under its own name
+                label = f"{name}/{plugin_text(sub, 'prometheus', 64)}" if plugin else sub
+                self._gauges(label, WORLDS.get(name, "closed"), scorer, sub_metrics)
+
+    def _gauges(self, name: str, world: str, scorer: str, metrics: dict) -> None:
+        labels = {"attack": plugin_text(name, "prometheus", 140), "defense": self.defense, "world": world,
+                  "prior": self.prior, "scorer": scorer}  # fmt: skip
         gauges = (("ap", t.ATTACK_AP), ("x_chance", t.ATTACK_X_CHANCE), ("top1", t.ATTACK_TOP1), ("auc", t.ATTACK_AUC))
         gauges += (("accuracy", t.ATTACK_SAMPLE_ACCURACY), ("count_accuracy", t.ATTACK_COUNT_ACCURACY))  # reconstruction
         for key, gauge in gauges:
-            value = metrics.get(key)
-            if isinstance(value, int | float) and value == value:
-                gauge.labels(**labels).set(float(value))
-        for sub, sub_metrics in metrics.get("exports", {}).items():  # e.g. metadata fused with a weight attacker
-            self.attack(sub, sub_metrics)
+            value = _finite(metrics.get(key))
+            if value is not None:
+                gauge.labels(**labels).set(value)
 
     def audit(self, summary: dict) -> None:
         """The audit (``server.canaries.audit_summary``): the accountant's ε, the exact one and the Poisson
@@ -138,6 +153,17 @@ class RunTelemetry:
         t.RUN_FINISHED.labels(prior=self.prior).set(1)
         t.ATTACK_QUEUE_DEPTH.labels(prior=self.prior).set(0)
         (run_dir / "metrics.prom").write_text(t.exposition(t.SERVER_REGISTRY), encoding="utf-8")
+
+
+def _finite(value: object) -> float | None:
+    """A gauge's value: a finite float, or None (not a number, a bool, NaN, or an integer no float holds)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def observe_round(tel: RunTelemetry, rnd: int, log_: object | None, stats: PoolStats, depth: int) -> None:

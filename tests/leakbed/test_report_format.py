@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from leakbed import report
+from leakbed.core.plugin_text import error_line
 from leakbed.report import (
     MISSING_ROWS,
     PLUGIN_SCORED,
+    PLUGIN_SECTION,
     coverage_text,
-    error_text,
     format_metric,
     other_attack_rows,
+    plugin_rows,
     scalar_text,
     table_footnote,
     table_rows,
@@ -100,7 +102,7 @@ def test_counts_print_without_decimals_and_shares_with_three() -> None:
 
 def test_the_report_prints_suite_counts_without_decimals(written: tuple[Path, str]) -> None:
     text = written[1]
-    assert "- accuracy 0.500, chance 0.100, x_chance 5.000, updates 24, top_k 1" in text, text
+    assert "- accuracy 0.500, chance 0.100, x\\_chance 5.000, updates 24, top\\_k 1" in text, text  # a plugin's names
     assert "- auc 0.812, chance 0.500, updates 240, n_users 12" in text, text
     assert "24.000" not in text and "240.000" not in text and "12.000" not in text
 
@@ -124,16 +126,17 @@ def test_each_attack_shows_its_coverage_beside_its_score(written: tuple[Path, st
     assert f"- MLP: AP 50.0 (2.0×), top-1 50.0, top-5 100.0; coverage 75% of 24 updates (6 {MISSING_ROWS})" in random_prior
     chrono_prior = text.split("### chrono prior", 1)[1].split("## Further attacks", 1)[0]
     assert "- MLP: AP 50.0 (2.0×), top-1 50.0, top-5 100.0; coverage 100% of 24 updates" in chrono_prior
-    plugin = text.split("#### bias-labels (random prior)", 1)[1].split("####", 1)[0]
+    plugin = text.split("#### bias-labels (random prior), scored by its plugin", 1)[1].split("####", 1)[0]
     assert f"- coverage 75% of 24 updates (6 {MISSING_ROWS})" in plugin
-    own = text.split("#### property (random prior)", 1)[1]
+    own = text.split("#### property (random prior)", 1)[1].split("## ", 1)[0]
     assert "- coverage 100% of 240 updates" in own and PLUGIN_SCORED not in own
 
 
 def test_rows_scored_by_a_plugin_are_marked_and_its_words_labelled(written: tuple[Path, str]) -> None:
     text = written[1]
-    plugin = text.split("#### bias-labels (random prior)", 1)[1].split("####", 1)[0]
-    assert f"- {PLUGIN_SCORED}" in plugin
+    plugin = text.split("#### bias-labels (random prior), scored by its plugin", 1)[1].split("####", 1)[0]
+    assert f"- {PLUGIN_SCORED}: its numbers, not the referee's" in plugin
+    assert text.index(f"## {PLUGIN_SECTION}") > text.index("#### property (random prior)")  # apart from the referee's
     # the plugin's note: labelled, on one line (no heading of its own), its markdown escaped (no image)
     note = "- the plugin's scorer notes: bias-labels (example plugin): 50.0% of 24 updates # all clear \\!\\[x\\]"
     assert note in plugin, plugin
@@ -141,11 +144,11 @@ def test_rows_scored_by_a_plugin_are_marked_and_its_words_labelled(written: tupl
 
 
 def test_error_texts_are_labelled_and_an_attacks_words_quoted() -> None:
-    assert error_text("round 2 dropped: queue full for 30s") == "leakbed: round 2 dropped: queue full for 30s"
-    said = error_text(SAID)
+    assert error_line("round 2 dropped: queue full for 30s", "markdown") == "leakbed: round 2 dropped: queue full for 30s"
+    said = error_line(SAID, "markdown")
     assert said.startswith(f"leakbed: fit of bias-labels failed; attack 'bias-labels' said, {OWN_WORDS}: “")
-    assert said.endswith("no bias ## leakbed: all clear \\[ok\\](http://x)”") and "\n" not in said
-    assert error_text("attack 'x' said: \"boom\"", own="") == f"attack 'x' said, {OWN_WORDS}: “boom”"
+    assert said.endswith("no bias ## leakbed: all clear \\[ok\\](http\\[:\\]//x)”") and "\n" not in said
+    assert error_line("attack 'x' said: \"boom\"", "markdown", own="") == f"attack 'x' said, {OWN_WORDS}: “boom”"
 
 
 def test_the_report_lists_the_pool_errors_labelled(written: tuple[Path, str]) -> None:
@@ -196,12 +199,14 @@ def test_other_attack_rows() -> None:
     header, rows = other_attack_rows(runs)
     assert header == ["prior", "attack", "score", "chance (× chance)", "coverage"]
     assert rows == [
-        ["random", "bias-labels (plugin-scored)", "accuracy 0.500", "0.100 (5.0×)", "75% (6 missing)"],
         ["random", "property", "auc 0.812", "0.500", "100%"],
         ["chrono", "reconstruction", "psnr 21.500, images 8, label_accuracy 1.000", "-", "-"],
         ["chrono", "broken", f"no score: scorer failed; attack 'broken' said, {OWN_WORDS}: “[bold]no”", "-", "-"],
     ]
     assert other_attack_rows({"random": summary("random", reid())}) == (header, [])
+    # a plugin's own scorer's numbers: in a table of their own, marked
+    assert plugin_rows(runs) == (header, [["random", "bias-labels (plugin-scored)", "accuracy 0.500", "0.100 (5.0×)",
+                                           "75% (6 missing)"]])  # fmt: skip
 
 
 def test_the_console_prints_the_other_attacks_and_where_they_are(written: tuple[Path, str], capsys, monkeypatch) -> None:
@@ -214,7 +219,9 @@ def test_the_console_prints_the_other_attacks_and_where_they_are(written: tuple[
     out = capsys.readouterr().out
     assert "Re-identification (closed world)" in out and "50.0 (2×)*" in out
     assert "* returned no row for some of the updates it was given: MLP (random)" in " ".join(out.split())
-    assert "Other attacks" in out and "bias-labels (plugin-scored)" in out and "auc 0.812" in out
+    assert "Other attacks" in out and "auc 0.812" in out
+    other, plugin = out.split("Other attacks", 1)[1].split(PLUGIN_SECTION, 1)  # the plugin's row in a table of its own
+    assert "bias-labels" not in other and "bias-labels (plugin-scored)" in plugin and "accuracy 0.500" in plugin
     where = [line for line in out.splitlines() if line.startswith("metrics: ")]
     assert where == [
         f"metrics: {run}/random/metrics.json, {run}/chrono/metrics.json; report: {run}/report.md; "

@@ -23,7 +23,7 @@ CATALOGUE = {
     "leakbed_attack_count_accuracy", "leakbed_privacy_epsilon", "leakbed_privacy_flagged", "leakbed_worker_tasks_total",
     "leakbed_worker_task_duration_seconds", "leakbed_worker_updates_stored_total", "leakbed_worker_duplicates_total",
 }  # fmt: skip
-ALLOWED_LABELS = {"prior", "attack", "defense", "world", "reason", "kind", "outcome", "le", "estimate", "view"}
+ALLOWED_LABELS = {"prior", "attack", "defense", "world", "scorer", "reason", "kind", "outcome", "le", "estimate", "view"}
 
 
 def _samples(text: str) -> dict[tuple[str, frozenset], float]:
@@ -71,11 +71,12 @@ def test_a_scrape_carries_a_runs_state_and_passes_promtool(tmp_path):
     assert s[("leakbed_updates_failed_total", p | {("reason", "rejected")})] == 1
     assert s[("leakbed_round_duration_seconds_sum", p)] == 2.5 and s[("leakbed_attack_lag_rounds", p)] == 1
     assert s[("leakbed_utility", p | {("defense", "noise")})] == pytest.approx(0.42)
-    mlp = p | {("attack", "mlp"), ("defense", "noise"), ("world", "closed")}
+    mlp = p | {("attack", "mlp"), ("defense", "noise"), ("world", "closed"), ("scorer", "referee")}
     assert s[("leakbed_attack_ap", mlp)] == 0.5 and s[("leakbed_attack_x_chance", mlp)] == 12
     assert s[("leakbed_attack_top1", mlp)] == 0.4
-    assert s[("leakbed_attack_auc", p | {("attack", "property"), ("defense", "noise"), ("world", "closed")})] == 0.81
-    assert ("leakbed_attack_ap", p | {("attack", "property"), ("defense", "noise"), ("world", "closed")}) not in s
+    prop = p | {("attack", "property"), ("defense", "noise"), ("world", "closed"), ("scorer", "referee")}
+    assert s[("leakbed_attack_auc", prop)] == 0.81
+    assert ("leakbed_attack_ap", prop) not in s
     assert {k for _, labels in s for k, _ in labels} <= ALLOWED_LABELS
     assert (tmp_path / "metrics.prom").read_text().count('leakbed_run_finished{prior="chrono"} 1.0') == 1
     promtool = shutil.which("promtool")
@@ -110,7 +111,8 @@ def test_a_second_run_in_the_same_process_counts_from_zero():
     assert reg.get_sample_value("leakbed_updates_tapped_total", p) == 3
     assert reg.get_sample_value("leakbed_round_duration_seconds_count", p) == 1
     assert reg.get_sample_value("leakbed_round_duration_seconds_sum", p) == 2.0
-    assert reg.get_sample_value("leakbed_attack_ap", {**p, "attack": "mlp", "defense": "none", "world": "closed"}) is None
+    assert reg.get_sample_value("leakbed_attack_ap", {**p, "attack": "mlp", "defense": "none", "world": "closed",
+                                                      "scorer": "referee"}) is None
     assert reg.get_sample_value("leakbed_updates_tapped_total", {"prior": "chrono-untouched"}) == 7
 
 
@@ -139,3 +141,28 @@ def test_the_audit_exports_each_estimate_under_bounded_labels():
         "leakbed_privacy_epsilon", {"prior": "random", "defense": "dp-fedavg", "estimate": "accountant", "view": "mechanism"}
     ) == float("inf")
     assert telemetry.SERVER_REGISTRY.get_sample_value("leakbed_privacy_flagged", flagged) == 1.0
+
+
+def test_a_plugin_scorers_numbers_are_marked_and_its_exports_cannot_touch_another_attack(tmp_path):
+    """A plugin-scored attack whose scorer exports rows named after other attacks (``knn``, ``metadata``), a path
+    (``../x``), a label breaker (quotes, a newline, braces), and huge or non-finite values: kNN's and metadata's own
+    series keep their values, every plugin series is ``scorer="plugin"`` under the plugin's own name."""
+    tel = RunTelemetry(build_config({}), "random-plugin")
+    tel.attack("knn", {"ap": 0.25, "x_chance": 1.5, "top1": 0.2})
+    tel.attack("metadata", {"ap": 0.3, "exports": {"metadata+knn": {"ap": 0.35}}})
+    tel.attack("evil", {"ap": 0.9, "scored_by": "plugin", "exports": {
+        "knn": {"ap": 1.0, "x_chance": 99.0, "top1": 1.0}, "metadata": {"ap": 1.0}, "../x": {"ap": 1.0},
+        'x"} 1\nleakbed_attack_ap{attack="knn': {"ap": 1.0}, "huge": {"ap": 10**400, "top1": float("nan")}}})
+    tel.finished(tmp_path)
+    text = (tmp_path / "metrics.prom").read_text()
+    s = _samples(text)
+    base = {("prior", "random-plugin"), ("defense", "none"), ("world", "closed")}
+    ap = {dict(labels)["attack"]: (dict(labels)["scorer"], v) for (name, labels), v in s.items()
+          if name == "leakbed_attack_ap" and ("prior", "random-plugin") in labels}  # fmt: skip
+    assert ap["knn"] == ("referee", 0.25) and ap["metadata"] == ("referee", 0.3) and ap["metadata+knn"] == ("referee", 0.35)
+    assert s[("leakbed_attack_x_chance", frozenset(base | {("attack", "knn"), ("scorer", "referee")}))] == 1.5
+    plugin = {a: v for a, v in ap.items() if v[0] == "plugin"}
+    assert set(plugin) == {"evil", "evil/knn", "evil/metadata", "evil/../x", "evil/x___1_leakbed_attack_ap_attack__knn"}
+    assert all(a == "evil" or a.startswith("evil/") for a in plugin) and plugin["evil"] == ("plugin", 0.9)
+    assert ("leakbed_attack_ap", frozenset(base | {("attack", "evil/huge"), ("scorer", "plugin")})) not in s
+    assert text.count('attack="knn"') == 3  # ap, x_chance, top1 of kNN itself: no other series names knn
