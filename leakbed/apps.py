@@ -22,6 +22,7 @@ from leakbed import ray_actors
 from leakbed.core.config import ConfigError, ExperimentConfig, dump_config, load_config, split_overrides
 from leakbed.core.data import DataError
 from leakbed.core.declaration import Declaration
+from leakbed.core.errors import LeakbedError
 from leakbed.core.layout import RunLayout
 from leakbed.core.paths import default_run_dir
 from leakbed.package_data import config_file
@@ -35,7 +36,7 @@ from leakbed.server.metrics import hold as hold_metrics
 from leakbed.server_defenses import ServerDefenses
 
 
-class Refused(RuntimeError):
+class Refused(LeakbedError, RuntimeError):
     """A run the preflight refused: its message is the one line the run's log shows."""
 
 

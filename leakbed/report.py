@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from leakbed.audit_report import audit_section
+from leakbed.core.errors import LeakbedError
 from leakbed.core.plugin_text import Place, error_line, plugin_text
 from leakbed.core.tables import markdown_table
 from leakbed.studies.sections import analysis_lines, participant_lines
@@ -43,7 +44,7 @@ ERRORS_SHOWN = 10  # pool errors listed per prior (metrics.json holds them all)
 FIGURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png")  # a figure a referee scorer wrote beside metrics.json
 
 
-class RunFolderError(ValueError):
+class RunFolderError(LeakbedError, ValueError):
     """A run folder the report cannot read (corrupt or partial); its message is one line naming the file."""
 
 

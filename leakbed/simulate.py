@@ -30,6 +30,7 @@ from leakbed import flower
 from leakbed.apps import PROGRESS_FILE
 from leakbed.core.config import ExperimentConfig, dump_config
 from leakbed.core.data import federation
+from leakbed.core.errors import Failed
 from leakbed.core.layout import RunLayout
 from leakbed.core.processes import free_port, free_ports
 from leakbed.deprecations import reemit
@@ -49,7 +50,7 @@ RAY_PORTS = (
 )  # fmt: skip
 
 
-class SimulationFailed(RuntimeError):
+class SimulationFailed(Failed, RuntimeError):
     """Every start of a prior's simulation ended without results (the CLI's one-line error, exit 1)."""
 
 

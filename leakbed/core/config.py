@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from leakbed.core.errors import LeakbedError
+
 PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
 # Attack and defense names: plugins published under the entry-point groups leakbed.attacks and
@@ -537,7 +539,7 @@ def move_keys(tree: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class ConfigError(ValueError):
+class ConfigError(LeakbedError, ValueError):
     """A config that cannot describe a run; its message is one line naming the field."""
 
 
