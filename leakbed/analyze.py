@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from leakbed.core.config import ConfigError
+
 
 def _ints(text: str | None, what: str) -> list[int] | None:
     if not text:
@@ -11,9 +13,9 @@ def _ints(text: str | None, what: str) -> list[int] | None:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"{what}: expected comma-separated integers, got {text!r}") from None
+        raise ConfigError(f"{what}: expected comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:
-        raise ValueError(f"{what}: sizes must be positive integers, got {text!r}")
+        raise ConfigError(f"{what}: sizes must be positive integers, got {text!r}")
     return values
 
 

@@ -10,9 +10,11 @@ import click
 
 from leakbed import console
 from leakbed.commands.app import app, command
+from leakbed.core.errors import Failed, LeakbedError
+from leakbed.core.plugin_text import plugin_text
 from leakbed.interrupts import Interrupted, interruptible
 
-__all__ = ["QUIET_ENV", "app", "command", "main", "usage_error"]
+__all__ = ["QUIET_ENV", "app", "command", "main", "refused", "usage_error"]
 
 QUIET_ENV = {
     "FLWR_LOG_LEVEL": "ERROR",
@@ -58,9 +60,21 @@ def usage_error(err: click.UsageError) -> str:
     return err.format_message().rstrip(".")
 
 
+def refused(err: LeakbedError) -> int:
+    """The one place a ``LeakbedError`` becomes what the user sees: bad input is ``leakbed: error: <message>`` and exit
+    code 2 (``console.fail``); a ``Failed`` (it started, then failed) is ``leakbed: <what> failed: <message>`` and its
+    exit code, 1. Either is the message's first line, escaped for the terminal (it may quote a plugin)."""
+    if isinstance(err, Failed):
+        lines = str(err).strip().splitlines()
+        print(f"leakbed: {err.what} failed: {plugin_text(lines[0] if lines else '', 'console', 2000)}", file=sys.stderr)
+        return err.exit_code
+    return console.fail(str(err))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``leakbed ARGS``: the command's exit code; bad input (the command's own checks, or click's) is one line on
-    stderr, ``leakbed: error: ...``, and exit code 2."""
+    """``leakbed ARGS``: the command's exit code. Every error leakbed raises on purpose is a ``LeakbedError``, mapped
+    here and nowhere else (``refused``): bad input, the command's own checks or click's, is one line on stderr,
+    ``leakbed: error: ...``, and exit code 2; a failure after the start is one line and exit code 1."""
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     args = sys.argv[1:] if argv is None else list(argv)
@@ -70,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as err:
         print(f"leakbed: stopped by {err}: every process it started has ended", file=sys.stderr)
         return err.exit_code
+    except LeakbedError as err:
+        return refused(err)
     except click.UsageError as err:
         return console.fail(usage_error(err))
     except click.ClickException as err:

@@ -476,7 +476,7 @@ def write_report(run_dir: Path) -> Path:
     """Write ``metrics.json``, ``report.md`` and ``reid_by_round.png`` into ``run_dir``."""
     runs = load_runs(run_dir)
     if not runs:
-        raise FileNotFoundError(f"no per-prior metrics.json under {run_dir}")
+        raise RunFolderError(f"no per-prior metrics.json under {run_dir}")
     (run_dir / "metrics.json").write_text(json.dumps(combined_metrics(runs), indent=2))
     _plot(runs, run_dir / "reid_by_round.png")
     header, rows = table_rows(runs)

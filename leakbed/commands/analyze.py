@@ -8,10 +8,8 @@ from typing import Annotated
 import click
 import typer
 
-from leakbed import console
 from leakbed.analyze import ANALYSES
 from leakbed.commands.options import RunDir
-from leakbed.core.config import ConfigError
 
 Analysis = Annotated[
     str,
@@ -35,10 +33,7 @@ def analyze(
 ) -> int:  # fmt: skip
     from leakbed.analyze import run_analysis
 
-    try:
-        md = run_analysis(analysis, run_dir, prior, ranges, sizes, every, set_sizes, epochs)
-    except (ConfigError, FileNotFoundError, ValueError, RuntimeError) as err:
-        return console.fail(str(err))
+    md = run_analysis(analysis, run_dir, prior, ranges, sizes, every, set_sizes, epochs)
     print(md.read_text())
     print(f"written: {md} (and the run's report.md)")
     return 0

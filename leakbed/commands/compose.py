@@ -88,21 +88,18 @@ def compose(
     if action == "render":
         return _render(file, supernodes, workers, write)
     from leakbed import stack
-    from leakbed.compose import ComposeError, check_counts
-    from leakbed.engine import EngineError, find_engine
+    from leakbed.compose import check_counts
+    from leakbed.engine import find_engine
 
     plugins = [Path(p) for p in plugin or []]
-    try:
-        check_counts(supernodes, workers)  # the templates are there
-        found = find_engine(engine)
-        the_stack = stack.Stack(project, supernodes, workers, tls, **ports)
-        if action == "build":
-            return _build(found, base, gpu, plugins)
-        if action == "down":
-            return _down(found, the_stack)
-        stack.ComposeLauncher(found, the_stack, base=base, build=not no_build, gpu=gpu, say=console.say, plugins=plugins).start()
-    except (ComposeError, EngineError) as err:
-        return console.fail(str(err))
+    check_counts(supernodes, workers)  # the templates are there
+    found = find_engine(engine)
+    the_stack = stack.Stack(project, supernodes, workers, tls, **ports)
+    if action == "build":
+        return _build(found, base, gpu, plugins)
+    if action == "down":
+        return _down(found, the_stack)
+    stack.ComposeLauncher(found, the_stack, base=base, build=not no_build, gpu=gpu, say=console.say, plugins=plugins).start()
     _started(found, the_stack)
     return 0
 
@@ -120,16 +117,13 @@ def run_hint(supernodes: int, workers: int, tls: bool, connection: str = "leakbe
 
 
 def _render(file: str, supernodes: int, workers: int, write: bool) -> int:
-    from leakbed.compose import ComposeError, render, write_all
+    from leakbed.compose import render, write_all
 
-    try:
-        if write:
-            for path in write_all(supernodes, workers):
-                console.say(f"wrote {path}")
-        else:
-            print(render(file, supernodes, workers), end="")
-    except ComposeError as err:
-        return console.fail(str(err))
+    if write:
+        for path in write_all(supernodes, workers):
+            console.say(f"wrote {path}")
+    else:
+        print(render(file, supernodes, workers), end="")
     if write:  # both deployments written: the TLS overlay's run also names the workers' CA
         console.say(f"with compose.tls.yml: {run_hint(supernodes, workers, tls=True)}")
     console.say(f"start a run: {run_hint(supernodes, workers, tls=file == 'tls' and not write)}")

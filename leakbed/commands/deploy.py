@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, Out, Sets, Workers
 from leakbed.core.config import ConfigError, load_config
@@ -25,22 +23,16 @@ def deploy_local(
                                               "[port]")] = 0,
     hold: Annotated[float, typer.Option(min=0, max=86_400, help="keep /metrics up this long after each run [s]")] = 5.0,
 ) -> int:  # fmt: skip
-    from leakbed.core.data import DataError, federation
-    from leakbed.deploy_local import DeployError, deploy_local
+    from leakbed.core.data import federation
+    from leakbed.deploy_local import deploy_local
 
-    try:
-        cfg = load_config(config_file(config), set_ or [])
-        folder = experiment.out_dir(cfg, out)
-        cfg = experiment.preflight(cfg)
-        users = len(federation(cfg, cfg.split.priors[0]).user_ids)
-        n = supernodes or users
-        if n != users:
-            raise ConfigError(f"--supernodes {n}: the federation has {users} users and each SuperNode is one user")
-    except (ConfigError, DataError, ValueError) as err:
-        return console.fail(str(err))
-    try:
-        deploy_local(cfg, folder, supernodes=n, workers=workers, metrics_port=metrics_port, hold_seconds=hold)
-    except DeployError as err:
-        print(f"leakbed: deploy-local failed: {err}", file=sys.stderr)
-        return 1
+    cfg = load_config(config_file(config), set_ or [])
+    folder = experiment.out_dir(cfg, out)
+    cfg = experiment.preflight(cfg)
+    users = len(federation(cfg, cfg.split.priors[0]).user_ids)
+    n = supernodes or users
+    if n != users:
+        raise ConfigError(f"--supernodes {n}: the federation has {users} users and each SuperNode is one user")
+    # a step that fails is a DeployError: leakbed.cli says "deploy-local failed: ..." and exits 1
+    deploy_local(cfg, folder, supernodes=n, workers=workers, metrics_port=metrics_port, hold_seconds=hold)
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from leakbed import console
 from leakbed.commands import experiment
 from leakbed.commands.options import Config, NoiseFrom, Out, RayAddress, RunDir, Sets
-from leakbed.core.config import ConfigError, dump_config, load_config
+from leakbed.core.config import dump_config, load_config
 from leakbed.package_data import config_file
 
 RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gradients"]'
@@ -17,28 +17,19 @@ RECONSTRUCTION_SUITE = 'attack.suite=["feature-inference", "dlg", "inverting-gra
 
 def run(config: Config = None, set_: Sets = None, out: Out = None, ray_address: RayAddress = None,
         noise_from: NoiseFrom = None) -> int:  # fmt: skip
-    from leakbed.core.data import DataError
+    cfg = load_config(config_file(config), [*(set_ or []), *experiment.ray_set(ray_address)])
+    run_dir = experiment.out_dir(cfg, out)
+    cfg = experiment.preflight(cfg)
+    if noise_from:  # the referee's kept secrets, so the DP noise is the finished run's (leakbed.referee.noise)
+        from leakbed.referee.noise import hand_back
 
-    try:
-        cfg = load_config(config_file(config), [*(set_ or []), *experiment.ray_set(ray_address)])
-        run_dir = experiment.out_dir(cfg, out)
-        cfg = experiment.preflight(cfg)
-        if noise_from:  # the referee's kept secrets, so the DP noise is the finished run's (leakbed.referee.noise)
-            from leakbed.referee.noise import hand_back
-
-            hand_back(Path(noise_from), run_dir, list(cfg.split.priors))
-    except (ConfigError, DataError, ValueError) as err:
-        return console.fail(str(err))
+        hand_back(Path(noise_from), run_dir, list(cfg.split.priors))
     from leakbed.interrupts import Interrupted
     from leakbed.run_state import mark_interrupted
-    from leakbed.simulate import SimulationFailed
 
-    try:
+    try:  # a SimulationFailed (Ray never started, no device answered within fl.startup_timeout) is leakbed.cli's to say
         with console.progress() as bar:
             report = experiment.run_experiment(cfg, run_dir, bar)
-    except SimulationFailed as err:  # e.g. Ray never started, or no device answered within fl.startup_timeout
-        print(f"leakbed: run failed: {err}", file=sys.stderr)
-        return 1
     except Interrupted as err:  # everything it started has been stopped on the way here
         print(f"leakbed: {mark_interrupted(cfg, run_dir, str(err))}", file=sys.stderr)
         raise
@@ -54,12 +45,7 @@ def feature_inference(config: Config = None, set_: Sets = None, out: Out = None)
 
 
 def validate(config: Config = None, set_: Sets = None) -> int:
-    from leakbed.core.data import DataError
-
-    try:
-        cfg = experiment.preflight(load_config(config_file(config), set_ or []))
-    except (ConfigError, DataError, ValueError) as err:
-        return console.fail(str(err))
+    cfg = experiment.preflight(load_config(config_file(config), set_ or []))
     print(dump_config(cfg), end="")
     return 0
 
@@ -68,14 +54,11 @@ def report(run_dir: RunDir) -> int:
     from leakbed.report import RunFolderError, write_report
 
     folder = Path(run_dir)
-    try:
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such run folder")
-        if not (folder / "config.toml").is_file():
-            raise FileNotFoundError(f"{folder}: not a run folder (no config.toml)")
-        path = write_report(folder)
-    except (FileNotFoundError, RunFolderError) as err:
-        return console.fail(str(err))
+    if not folder.is_dir():
+        raise RunFolderError(f"{folder}: no such run folder")
+    if not (folder / "config.toml").is_file():
+        raise RunFolderError(f"{folder}: not a run folder (no config.toml)")
+    path = write_report(folder)
     experiment.print_tables(folder)
     print(f"report: {path}")
     return 0

@@ -9,8 +9,8 @@ from typing import Annotated
 import click
 import typer
 
-from leakbed import console
 from leakbed.commands.options import MemoryMb, choice, flag, text
+from leakbed.core.errors import LeakbedError
 
 # the sandbox's defaults are workers.sandbox.Limits' (tests/leakbed/test_cli.py checks them); that module is not
 # imported here, so that ``leakbed --help`` stays quick
@@ -63,14 +63,11 @@ def sandbox_run(
 
     argv = list(command or [])
     argv = argv[1:] if argv[:1] == ["--"] else argv
-    try:
-        if not argv:
-            raise ValueError("no command: leakbed sandbox-run --store DIR -- CMD [ARGS...]")
-        folder = sandbox.check_store(store)
-        if why := sandbox.available():
-            raise ValueError(f"no sandbox can start here: {why}")
-    except ValueError as err:
-        return console.fail(str(err))
+    if not argv:
+        raise click.UsageError("no command: leakbed sandbox-run --store DIR -- CMD [ARGS...]")
+    folder = sandbox.check_store(store)
+    if why := sandbox.available():
+        raise LeakbedError(f"no sandbox can start here: {why}")
     limits = sandbox.Limits(memory_mb=memory_mb, processes=processes, file_size_mb=file_size_mb)
     proc = sandbox.Sandbox(limits, [sandbox.Mount(folder, INPUTS)]).popen(argv)
     try:

@@ -39,7 +39,6 @@ def sweep(
     import json
 
     from leakbed.core.config import read_tree
-    from leakbed.core.data import DataError
     from leakbed.sweep import (
         extends,
         grid_points,
@@ -51,23 +50,20 @@ def sweep(
         write_sweep_report,
     )
 
-    try:
-        path = config_file(config)
-        base, sets, grids = read_sweep_file(path) if is_sweep_file(path) else (read_tree(path), [], [])
-        if not grids and not grid:
-            raise ConfigError("sweep: give --grid KEY=V1,V2,... or a sweep file with [[sweep.grid]] entries")
-        points = grid_points(base, [*sets, *(set_ or []), *experiment.ray_set(ray_address)], parse_grid(grid or []), grids)
-        first = next(iter(points.values()))
-        folder = Path(out) if out else default_run_dir(first.name + "-sweep")
-        spec = {"config": config, "points": sweep_spec(points)}
-        saved = folder / "sweep.json"
-        if saved.exists() and not extends(json.loads(saved.read_text()).get("points"), spec["points"]):
-            raise ConfigError(f"--out {folder}: holds a different sweep ({saved}); refusing to mix them")
-        if not saved.exists() and folder.exists() and any(folder.iterdir()):
-            raise ConfigError(f"--out {folder}: folder exists, is not empty and is not a sweep")
-        points = {key: experiment.preflight(cfg) for key, cfg in points.items()}
-    except (ConfigError, DataError, ValueError) as err:
-        return console.fail(str(err))
+    path = config_file(config)
+    base, sets, grids = read_sweep_file(path) if is_sweep_file(path) else (read_tree(path), [], [])
+    if not grids and not grid:
+        raise ConfigError("sweep: give --grid KEY=V1,V2,... or a sweep file with [[sweep.grid]] entries")
+    points = grid_points(base, [*sets, *(set_ or []), *experiment.ray_set(ray_address)], parse_grid(grid or []), grids)
+    first = next(iter(points.values()))
+    folder = Path(out) if out else default_run_dir(first.name + "-sweep")
+    spec = {"config": config, "points": sweep_spec(points)}
+    saved = folder / "sweep.json"
+    if saved.exists() and not extends(json.loads(saved.read_text()).get("points"), spec["points"]):
+        raise ConfigError(f"--out {folder}: holds a different sweep ({saved}); refusing to mix them")
+    if not saved.exists() and folder.exists() and any(folder.iterdir()):
+        raise ConfigError(f"--out {folder}: folder exists, is not empty and is not a sweep")
+    points = {key: experiment.preflight(cfg) for key, cfg in points.items()}
     from leakbed.simulate import simulation_link
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -83,18 +79,14 @@ def open_world_sweep(
     config: Config = None, set_: Sets = None, seen: Seen = "0,0.25,0.5,0.75,1", prior: OpenWorldPrior = "chrono",
     out: ResumableOut = None,
 ) -> int:  # fmt: skip
-    from leakbed.core.data import DataError
     from leakbed.studies.open_world_sweep import parse_seen, run_sweep, sweep_config
 
-    try:
-        shares = parse_seen(seen)
-        cfg = sweep_config(load_config(config_file(config), set_ or []), prior)
-        folder = Path(out) if out else default_run_dir(cfg.name + "-open-world")
-        if folder.exists() and any(folder.iterdir()) and not (folder / "run").is_dir():
-            raise ConfigError(f"--out {folder}: folder exists, is not empty and is not an open-world sweep")
-        cfg = experiment.preflight(cfg)
-    except (ConfigError, DataError, ValueError) as err:
-        return console.fail(str(err))
+    shares = parse_seen(seen)
+    cfg = sweep_config(load_config(config_file(config), set_ or []), prior)
+    folder = Path(out) if out else default_run_dir(cfg.name + "-open-world")
+    if folder.exists() and any(folder.iterdir()) and not (folder / "run").is_dir():
+        raise ConfigError(f"--out {folder}: folder exists, is not empty and is not an open-world sweep")
+    cfg = experiment.preflight(cfg)
     folder.mkdir(parents=True, exist_ok=True)
     with console.progress() as bar:
         report = run_sweep(cfg, prior, shares, folder, lambda c, f: experiment.run_experiment(c, f, bar))

@@ -26,4 +26,9 @@ class Failed(LeakbedError):
     """Something that started and failed (not bad input): ``leakbed: <what> failed: <message>``, exit code 1."""
 
     exit_code: ClassVar[int] = 1
-    what: ClassVar[str] = "run"
+    what: str = "run"  # the line's subject: "leakbed: run failed: ..."
+
+    def __init__(self, message: str = "", what: str | None = None) -> None:
+        super().__init__(message)
+        if what is not None:
+            self.what = what

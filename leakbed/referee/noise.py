@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from leakbed.core.config import ConfigError
 from leakbed.core.layout import RunLayout
 from leakbed.core.secret_noise import SECRET_BITS, new_secret
 
@@ -25,9 +26,9 @@ def _kept(path: Path) -> int:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))["noise_secret"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: not a kept noise secret ({err})") from err
+        raise ConfigError(f"{path}: not a kept noise secret ({err})") from err
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**SECRET_BITS:
-        raise ValueError(f"{path}: the noise secret must be an integer in [0, 2**{SECRET_BITS})")
+        raise ConfigError(f"{path}: the noise secret must be an integer in [0, 2**{SECRET_BITS})")
     return value
 
 
@@ -62,4 +63,4 @@ def hand_back(source: str | Path, target: str | Path, priors: list[str]) -> None
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
         if not _keep(folder / NOISE_FILE, secret) and _kept(folder / NOISE_FILE) != secret:
-            raise ValueError(f"{folder / NOISE_FILE}: holds another noise secret")
+            raise ConfigError(f"{folder / NOISE_FILE}: holds another noise secret")

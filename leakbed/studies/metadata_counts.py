@@ -28,6 +28,7 @@ import numpy as np
 from leakbed.core.config import ExperimentConfig, load_config
 from leakbed.core.data import federation
 from leakbed.core.derive import derived_seed
+from leakbed.core.errors import Failed
 from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.reid_metrics import reid_metrics
 from leakbed.core.store import UpdateStore
@@ -99,7 +100,7 @@ def fit_counts(
         finally:
             pool.close()
         if not pool.stats.fitted(ATTACK):
-            raise RuntimeError(f"the metadata fit failed: {'; '.join(pool.stats.errors[-2:])}")
+            raise Failed(f"the metadata fit failed: {'; '.join(pool.stats.errors[-2:])}", "analysis")
         result = pool.read_output(Fit(ATTACK))
     owner_of = dict(zip(ids, owners, strict=True))
     return {**result, "owners": np.asarray([owner_of[str(i)] for i in result["ids"]])}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from leakbed.core.config import ConfigError, ExperimentConfig
 from leakbed.core.declaration import ParamsError, check_params
+from leakbed.core.errors import Failed
 from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.layout import RunLayout
 from leakbed.core.store import UpdateStore
@@ -91,7 +92,8 @@ def attack_at(cfg: ExperimentConfig, run_dir: Path, prior: str, seen: list[float
     truth, out = Referee.load(layout.referee(prior)), {}
     for s in seen:
         if not pool.stats.fitted(variant(s)):
-            raise RuntimeError(f"the open-world fit at seen share {s:g} failed: {'; '.join(pool.stats.errors[-2:])}")
+            raise Failed(f"the open-world fit at seen share {s:g} failed: {'; '.join(pool.stats.errors[-2:])}",
+                         "open-world sweep")
         params = ParamsView({**table, "seen_fraction": s})
         ctx = ScoreContext(ATTACK, variant(s), params, decl.scoring, truth, store, cfg, prior, layout.results(prior),
                            layout.outputs(prior))

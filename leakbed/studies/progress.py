@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from leakbed.core.errors import LeakbedError
 from leakbed.core.tables import markdown_table
 from leakbed.studies.plots import plt, write
 from leakbed.studies.run_view import RunView
@@ -18,7 +19,7 @@ def run(view: RunView, out: Path, ranges: int = 10) -> dict:
     ax, owners, ar = view.anon()
     rounds = sorted(set(sr.tolist()) & set(ar.tolist()))
     if len(rounds) < 2:
-        raise ValueError(f"{view.prior_dir}: needs shadow and anonymous updates from at least 2 rounds")
+        raise LeakbedError(f"{view.prior_dir}: needs shadow and anonymous updates from at least 2 rounds")
     groups = [g.tolist() for g in np.array_split(np.asarray(rounds), min(ranges, len(rounds)))]
     ap = np.full((len(groups), len(groups)), np.nan)
     chance = np.full_like(ap, np.nan)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from leakbed.core.data.corpus import Corpus
+from leakbed.core.errors import LeakbedError
 from leakbed.core.models import build_model, final_linear
 from leakbed.core.multitask import _with_hidden
 from leakbed.core.reid_metrics import reid_metrics
@@ -46,7 +47,7 @@ def _user_classifier(view: RunView, epochs: int) -> tuple[nn.Module, list[str]]:
 
 def run(view: RunView, out: Path, set_sizes: list[int] | None = None, epochs: int = 20) -> dict:
     if len(view.fed.corpus.input_shape) != 3:
-        raise ValueError("raw-vs-update compares images; this run's data is not images")
+        raise LeakbedError("raw-vs-update compares images; this run's data is not images")
     ax, owners, _ = view.anon()
     sx, sy, _ = view.store.read_shadow()
     attack = view.reattack("raw-vs-update")

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from leakbed.core.config import ExperimentConfig
+from leakbed.core.errors import Failed
 from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.layout import check_run_id
 from leakbed.core.reid_metrics import reid_metrics
@@ -95,7 +96,7 @@ class ReAttack:
             pool.close()
         failed = [v for v in self._owners if not pool.stats.fitted(f"{v}:{self.attack}")]
         if failed:
-            raise RuntimeError(f"the {self.attack} fit of variant {failed[0]} failed: {'; '.join(pool.stats.errors[-2:])}")
+            raise Failed(f"the {self.attack} fit of variant {failed[0]} failed: {'; '.join(pool.stats.errors[-2:])}", "analysis")
         return {v: self._outputs(v, pool.read_output(job)) for v, job in jobs.items()}
 
     def _outputs(self, variant: str, pred: dict[str, np.ndarray]) -> Outputs:

@@ -14,6 +14,7 @@ import torch
 from leakbed.core.config import ExperimentConfig, load_config
 from leakbed.core.data import Federation, UserData, federation
 from leakbed.core.declaration import reid_names
+from leakbed.core.errors import LeakbedError
 from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.layout import RunLayout
 from leakbed.core.models import attack_keys, build_model
@@ -35,13 +36,13 @@ class RunView:
         """The run at ``run_dir`` (the folder holding config.toml); ``rule`` picks the prior (default: the first run)."""
         run_dir = Path(run_dir)
         if not (run_dir / "config.toml").exists():
-            raise FileNotFoundError(f"{run_dir}: not a finished run (no config.toml)")
+            raise LeakbedError(f"{run_dir}: not a finished run (no config.toml)")
         cfg = load_config(run_dir / "config.toml")
         rules = [r for r in cfg.split.priors if (RunLayout(run_dir).store(r) / "global").is_dir()]
         if not rules:
-            raise FileNotFoundError(f"{run_dir}: no prior folder with an update store")
+            raise LeakbedError(f"{run_dir}: no prior folder with an update store")
         if rule is not None and rule not in rules:
-            raise FileNotFoundError(f"{run_dir}: no {rule!r} prior run (have {', '.join(rules)})")
+            raise LeakbedError(f"{run_dir}: no {rule!r} prior run (have {', '.join(rules)})")
         return cls(run_dir, rule or rules[0], cfg)
 
     @property
@@ -79,7 +80,7 @@ class RunView:
         """The run's first closed-world re-identification attack: the one the studies re-fit."""
         names = reid_names(declarations_of(self.cfg, self.cfg.attack.suite), self.cfg.attack.suite)
         if not names:
-            raise ValueError(f"{self.run_dir}: the run's attack.suite has no re-identification attack (mlp, svm, knn...)")
+            raise LeakbedError(f"{self.run_dir}: the run's attack.suite has no re-identification attack (mlp, svm, knn...)")
         return names[0]
 
     def reattack(self, study: str) -> ReAttack:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from leakbed.core.errors import LeakbedError
 from leakbed.core.tables import markdown_table
 from leakbed.studies.plots import write
 from leakbed.studies.run_view import RunView
@@ -17,7 +18,7 @@ from leakbed.studies.size_curve import reid_by_size, size_figure
 def run(view: RunView, out: Path, sizes: list[int] | None = None) -> dict:
     sx, sy, _ = view.store.read_shadow()
     if not len(sx):
-        raise ValueError(f"{view.prior_dir}: the store holds no shadow updates")
+        raise LeakbedError(f"{view.prior_dir}: the store holds no shadow updates")
     most = int(min(np.unique(sy, return_counts=True)[1]))
     sizes = sorted({s for s in (sizes or [1, 2, 4, 8, 16, 32, 64]) if s <= most} | {most})
     rng = np.random.default_rng([view.cfg.seed, 0x0F8])

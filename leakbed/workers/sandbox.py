@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from leakbed.core.config import WorkersConfig
+from leakbed.core.config import ConfigError, WorkersConfig
 from leakbed.workers import seccomp, uids
 from leakbed.workers.staging import Staged, code_paths, code_root, stage_leakbed, stage_plugins
 
@@ -384,9 +384,9 @@ def check_store(path: str | Path) -> Path:
     """The store folder, resolved; ValueError (one line) if it is missing or not a readable folder."""
     store = Path(path)
     if not store.is_dir():
-        raise ValueError(f"--store {store}: no such folder")
+        raise ConfigError(f"--store {store}: no such folder")
     if not os.access(store, os.R_OK | os.X_OK):
-        raise ValueError(f"--store {store}: not readable")
+        raise ConfigError(f"--store {store}: not readable")
     return store.resolve()
 
 
@@ -422,7 +422,7 @@ def limits_for(workers: WorkersConfig) -> tuple[Limits | None, str]:
         return None, "workers.sandbox = 'off'"
     why = available()
     if why and workers.sandbox == "on":
-        raise ValueError(f"workers.sandbox = 'on' but the attack sandbox cannot start here: {why}")
+        raise ConfigError(f"workers.sandbox = 'on' but the attack sandbox cannot start here: {why}")
     if why:
         return None, why
     lim = workers.limits

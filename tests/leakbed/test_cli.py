@@ -16,6 +16,7 @@ import pytest
 from leakbed import cli, console
 from leakbed.commands import compose as compose_command
 from leakbed.commands import experiment, sandbox
+from leakbed.core.config import ConfigError
 
 # every command and its arguments (<positional>) and options, as the argparse CLI had them (and init, plugins, added since)
 TREE = {
@@ -157,7 +158,7 @@ def test_analyze_hands_its_options_to_the_analysis(monkeypatch, tmp_path, capsys
 
 def test_feature_inference_is_run_with_the_reconstruction_suite(monkeypatch, tmp_path, capsys) -> None:
     seen = []
-    monkeypatch.setattr(experiment, "preflight", lambda cfg: seen.append(cfg) or (_ for _ in ()).throw(ValueError("stop")))
+    monkeypatch.setattr(experiment, "preflight", lambda cfg: seen.append(cfg) or (_ for _ in ()).throw(ConfigError("stop")))
     assert cli.main(["feature-inference", "--set", "fl.rounds=1", "--out", str(tmp_path / "o")]) == 2
     assert seen[0].attack.suite == ["feature-inference", "dlg", "inverting-gradients"] and seen[0].fl.rounds == 1
     assert capsys.readouterr().err == "leakbed: error: stop\n"
