@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from flwr.app import Context
@@ -68,11 +70,31 @@ class OneLineRefusal(logging.Filter):
 logging.getLogger("flwr").addFilter(OneLineRefusal())
 
 
-def write_progress(folder: Path, rnd: int, rounds: int, utility: float) -> None:
-    """The last finished round, for a launcher's progress bar (replaced whole, never half-written)."""
+def write_progress(folder: Path, rnd: int, rounds: int, utility: float, attack: dict[str, float] | None = None) -> None:
+    """The last finished round, and where the attack side stands (``attack``: ``AttackPool.progress``), for a
+    launcher's progress bars (replaced whole, never half-written)."""
     tmp = folder / f".{PROGRESS_FILE}.tmp"
-    tmp.write_text(json.dumps({"round": rnd, "rounds": rounds, "utility": utility}), encoding="utf-8")
+    state = {"round": rnd, "rounds": rounds, "utility": utility, **({"attack": attack} if attack else {})}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
     os.replace(tmp, folder / PROGRESS_FILE)
+
+
+def progress_writer(folder: Path, rounds: int) -> Callable[[int, dict[str, float]], None]:
+    """The ServerApp's ``progress``: each finished round (its ``utility``) and each change of the attack side's figures
+    (``attack_*`` values, from the pool's threads) written together into ``folder``'s progress file, once a round has
+    been evaluated."""
+    last: dict[str, float] = {}
+    writing = threading.Lock()  # rounds come from the ServerApp's thread, the attack side's figures from the pool's
+
+    def progress(rnd: int, values: dict[str, float]) -> None:
+        with writing:
+            last.update({"round": rnd, "utility": values["utility"]} if "utility" in values else {})
+            last.update({k.removeprefix("attack_"): v for k, v in values.items() if k.startswith("attack_")})
+            if "round" in last:
+                attack = {k: v for k, v in last.items() if k not in ("round", "utility")}
+                write_progress(folder, int(last["round"]), rounds, last["utility"], attack)
+
+    return progress
 
 
 def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, str, dict[str, Declaration]]:
@@ -122,9 +144,7 @@ def main(grid: Grid, context: Context) -> None:
     claim(layout, cfg, rule)
     out = layout.results(rule)
 
-    def progress(rnd: int, utility: dict[str, float]) -> None:
-        write_progress(out, rnd, cfg.fl.rounds, utility["utility"])
-
+    progress = progress_writer(out, cfg.fl.rounds)
     run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule, decls), ServerDefenses(cfg), decls, progress)
     write_report(layout.root)
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values

@@ -67,6 +67,18 @@ def progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 
 
+def attack_progress(title: str, figures: dict[str, float]) -> str:
+    """The words of a prior's attack-side progress bar (the bar counts the rounds it analysed): its lag (rounds handed
+    to it and not yet analysed), and its fits once they are asked for, done of all and running (``attack_*`` figures:
+    ``AttackPool.progress``). Short: the bars share the terminal's width with the FL rounds' bar."""
+    words = f"{title} (lag {int(figures.get('attack_lag', 0))}"
+    if figures.get("attack_fits"):
+        words += f"; fits {int(figures.get('attack_fitted', 0))}/{int(figures['attack_fits'])}"
+        running = int(figures.get("attack_fitting", 0))
+        words += f", {running} running" if running else ""
+    return words + ")"
+
+
 def shown_path(path: Path | str) -> str:
     """``path`` as the user can type it here: relative to the working directory when it lies inside it (``./x`` for a
     file right there, so a shell runs it rather than searching PATH; ``.`` for the directory itself), absolute

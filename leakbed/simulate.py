@@ -192,8 +192,9 @@ def last_error(log_path: Path) -> tuple[str, bool]:
 
 
 def follow(done: Callable[[], bool], progress_file: Path, progress: Progress | None) -> None:
-    """Call ``progress(round, {"utility": ...})`` for each round the ServerApp reports in ``progress_file`` (round 0:
-    the initial model's evaluation), until ``done()``."""
+    """Call ``progress(round, {"utility": ...})`` each time the ServerApp's ``progress_file`` changes (round 0: the
+    initial model's evaluation), with the attack side's figures as ``attack_<figure>`` values once it has any
+    (``AttackPool.progress``), until ``done()``."""
     seen = None
     while not done():
         time.sleep(0.2)
@@ -203,9 +204,10 @@ def follow(done: Callable[[], bool], progress_file: Path, progress: Progress | N
             state = json.loads(progress_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if state["round"] != seen:
-            seen = state["round"]
-            progress(seen, {"utility": state["utility"]})
+        if state != seen:
+            seen = state
+            attack = {f"attack_{k}": float(v) for k, v in state.get("attack", {}).items()}
+            progress(state["round"], {"utility": state["utility"], **attack})
 
 
 _SHARED: list[SimulationLink] = []  # a SuperLink every simulate() call uses (``shared_link``)

@@ -45,10 +45,17 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", l
         for rule in cfg.split.priors:
             title = f"{label}{rule} prior: FL rounds"
             task = bar.add_task(title, total=cfg.fl.rounds)
+            attack: list[int] = []  # the attack side's bar, from its first figures (rounds analysed, lag, fits)
 
-            def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title) -> None:
+            def progress(rnd: int, util: dict[str, float], task: int = task, title: str = title, attack: list[int] = attack,
+                         rule: str = rule) -> None:  # fmt: skip
                 if rnd:
                     bar.update(task, completed=rnd, description=f"{title} (utility {util['utility']:.3f})")
+                if "attack_rounds" in util:
+                    side = f"{label}{rule} prior: attacks"
+                    if not attack:
+                        attack.append(bar.add_task(side, total=cfg.fl.rounds))
+                    bar.update(attack[0], completed=util["attack_analysed"], description=console.attack_progress(side, util))
 
             simulate(cfg, rule, run_dir, progress, link)
     return write_report(run_dir)

@@ -11,8 +11,9 @@ adds, in MiB of PSS (shared pages split between the processes that map them, so 
 * the ServerApp: its libraries, the corpus, each round's replies and global models, the attacker's shadow updates of
   a round as the pool checks and files them, the full updates the suite reads (and those the shuffler holds back),
   and the utility evaluation's largest batch of outputs (``core.training.evaluate``);
-* the attack lanes: the shadow lane (the attacker's prior and one chunk of batched shadow training,
-  ``core.batched_training``) beside ``workers.count`` fitting lanes, each reading every shadow and anonymous update.
+* the attack lanes: the shadow lanes (``server.cores.shadow_lanes``: each the attacker's prior and one chunk of batched
+  shadow training, ``core.batched_training``) beside ``workers.count`` fitting lanes, each reading every shadow and
+  anonymous update.
 
 The constants were measured (``python -m benchmarks.memory``, peak PSS per kind of process, benchmarks/README.md)
 on the quickstart (60 synthetic users, a small CNN) and on ``leakbed/configs/text-50.toml`` (50 authors x 1,000 sentences,
@@ -37,6 +38,7 @@ from leakbed.core.data.split import prior_size
 from leakbed.core.declaration import Declaration, needs_of
 from leakbed.core.models import attack_keys, build_model
 from leakbed.core.processes import MARK
+from leakbed.server.cores import shadow_lanes
 
 MIB = 2**20
 SKIP_ENV = "LEAKBED_MEMORY_CHECK"  # "0": do not refuse (the estimate is still what it is)
@@ -118,21 +120,23 @@ def estimate(cfg: ExperimentConfig, fed: Federation, declarations: dict[str, Dec
     actors = max(1, cpus // cfg.simulation.client_cpus)
     per_actor = ACTOR + (0.0 if lazy else corpus_mib * (1 + LOADED)) + 6 * model_mib
 
-    # the lanes peak in the rounds (the shadow lane trains a chunk of users at once) or in the fit after them (the
-    # shadow lane idle, workers.count lanes each holding every shadow and anonymous update)
+    # the lanes peak in the rounds (each shadow lane trains a chunk of users at once) or in the fit after them (the
+    # shadow lanes idle, workers.count lanes each holding every shadow and anonymous update)
     updates = cfg.fl.rounds * (users + sampled)  # shadow updates (one per known user a round) and anonymous ones
     fit = FIT_COPIES * updates * width * 4 / MIB
+    shadows = shadow_lanes(cfg, cpus)
     shadow_lane = LANE + prior * example / MIB
+    more_shadow = (shadows - 1) * (LANE_MORE + prior * example / MIB)
     chunk = min(SHADOW_CHUNK / MIB, min(users, cfg.attack.shadow_batch_users or 1) * 4 * model_mib)
-    lanes = max(shadow_lane + chunk, shadow_lane + cfg.workers.count * (LANE_MORE + fit))
+    lanes = shadow_lane + more_shadow + max(shadows * chunk, cfg.workers.count * (LANE_MORE + fit))
 
     return Estimate((
         Part("the launcher, Flower and Ray", LAUNCHER + corpus_mib * (1 + LOADED) + FLOWER + RAY, ("data.max_users",)),
         Part(f"ClientApp actors ({actors} x {per_actor / 1024:.1f} GiB)", actors * per_actor + IDLE,
              ("simulation.client_cpus", "data.max_users")),
         Part("ServerApp", server, _server_knobs(evaluation, held, replies)),
-        Part(f"attack lanes ({1 + cfg.workers.count})", lanes,
-             ("workers.count", "model.attack_layers", "fl.rounds", "data.max_users")),
+        Part(f"attack lanes ({shadows + cfg.workers.count})", lanes,
+             ("workers.count", "workers.shadow_lanes", "model.attack_layers", "fl.rounds", "data.max_users")),
     ))
 
 

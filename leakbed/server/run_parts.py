@@ -26,6 +26,7 @@ from leakbed.core.records import received_fields
 from leakbed.core.store import UpdateStore
 from leakbed.core.training import TrainConfig, evaluate, pick_device
 from leakbed.referee.seal import Sealer
+from leakbed.server.cores import shadow_lanes
 from leakbed.server.plan import device_plan
 from leakbed.workers import AttackPool
 from leakbed.workers.sandbox import limits_for
@@ -92,9 +93,10 @@ class RunParts:
 
     def pool(self, names: list[str], on_fit: object = None) -> AttackPool:
         """The attack pool over this run's store, sized and bounded by ``[workers]``: one lane (sandbox) per attack of
-        ``names`` and the shadow training; the store of this prior is ``<store root>/<run id>``, the only name a
-        request carries. Lanes run sandboxed on this host (``workers.sandbox``), or on the remote workers of
-        ``workers.addresses``, reached over mutual TLS when ``workers.tls_*`` name the files."""
+        ``names`` and ``shadow_lanes`` for the shadow training; the store of this prior is ``<store root>/<run id>``,
+        the only name a request carries. Lanes run sandboxed on this host (``workers.sandbox``), or on the remote
+        workers of ``workers.addresses``, reached over mutual TLS when ``workers.tls_*`` name the files. Where the
+        attack side stands goes to ``progress`` (``attack_progress``) each time it changes."""
         w = self.cfg.workers
         remote = bool(w.addresses)
         limits, self.unsandboxed = (None, "") if remote else limits_for(w)
@@ -119,7 +121,15 @@ class RunParts:
             drain_deadline=w.drain_deadline,
             max_result_mb=w.limits.result,
             log_mb=w.limits.log,
+            shadow_lanes=shadow_lanes(self.cfg),
+            on_progress=self.attack_progress,
         )
+
+    def attack_progress(self, figures: dict[str, int]) -> None:
+        """The attack pool's figures (``AttackPool.progress``) to ``progress`` as ``attack_<figure>`` values, beside the
+        last round the federation finished: the launcher shows the attack side's own progress, lag and fits."""
+        if self.progress:
+            self.progress(max(self.utility, default=0), {f"attack_{k}": float(v) for k, v in figures.items()})
 
     def fitted(self, pool: AttackPool, names: list[str]) -> list[str]:
         """Of ``names``, the attacks whose fit finished (a NaN fit time marks a failed fit)."""

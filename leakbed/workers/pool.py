@@ -2,11 +2,14 @@
 
 Tapped rounds and anonymous updates wait in a bounded queue (its depth is visible); one writer thread files them
 into the prior's store (the attacks' inputs: written by trusted code only, read-only to every sandbox). Each
-attack then runs in a *lane* of its own, one sandbox per attack and prior (``workers.lane``): the shadow lane trains
+attack then runs in a *lane* of its own, one sandbox per attack and prior (``workers.lane``): the shadow lanes train
 the attacker's shadow updates on each round's global model (the pool checks them and files them into the store),
-an attack's lane runs its per-round hook, then ``fit`` and ``predict``. No attack shares a process, a folder or an
-output with another; an attack that builds on another's outputs (``Declaration.builds_on``) is handed them, checked
-and read-only, once they are written.
+an attack's lane runs its per-round hook, then ``fit`` and ``predict``. A prior has ``shadow_lanes`` shadow lanes, so
+the shadow training keeps up with the federation on the cores the attack side is given: each round goes whole to the
+least busy one (a lane of one torch thread computes a round exactly as a lone lane does: the same updates, bit for
+bit, whatever their number), and the attacks' per-round hooks follow the rounds in the order they were filed. No
+attack shares a process, a folder or an output with another; an attack that builds on another's outputs
+(``Declaration.builds_on``) is handed them, checked and read-only, once they are written.
 
 What a lane hands back is hostile data (``workers.hostile``): replies are bounded, arrays are checked before they
 are allocated, texts are shown as the attack's words, numbers are checked (``workers.numbers``). Every task has a
@@ -56,6 +59,7 @@ from leakbed.workers.tls import TlsFiles
 log = logging.getLogger(__name__)
 SHADOW = "shadow.training"  # the shadow lane's output name: never a plugin's (plugin names hold no ".")
 FitCallback = Callable[[str, bool], None]
+ProgressCallback = Callable[[dict[str, int]], None]  # AttackPool.progress()'s figures, each time they change
 BUILTIN = "leakbed"  # the distribution of leakbed's own attacks (whose code another built-in attack may run)
 SHADOW_SCHEMA = {"labels": ArraySpec(kinds="U", shape=("n",)), "vectors": ArraySpec(kinds="f", shape=("n", None))}
 
@@ -75,7 +79,9 @@ class PoolStats:
     lag_rounds: int = 0
     max_lag_rounds: int = 0
     max_queue_depth: int = 0
-    shadow_seconds: float = 0.0
+    shadow_seconds: float = 0.0  # summed over the shadow lanes' round tasks
+    shadow_lanes: int = 0  # lanes of this prior training the shadow updates
+    fits_running: int = 0  # fit tasks (interim ones included) in a lane right now
     fit_seconds: dict[str, float] = field(default_factory=dict)
     partial_fits: int = 0
     tasks_by_worker: dict[str, int] = field(default_factory=dict)  # by lane
@@ -132,6 +138,11 @@ class _Lane:
     handle: Lane | None = None
     thread: threading.Thread | None = None
     done: bool = False  # stop once its queue is empty
+    running: bool = False  # a task of it is in its lane now
+
+    def load(self) -> int:
+        """Tasks queued or running (the shadow lanes' rounds go to the least loaded)."""
+        return len(self.tasks) + self.running
 
 
 class AttackPool:
@@ -162,6 +173,8 @@ class AttackPool:
         max_result_mb: int = 256,
         log_mb: int = 16,
         shadow: bool = True,
+        shadow_lanes: int = 1,
+        on_progress: ProgressCallback | None = None,
     ) -> None:
         self._root = Path(store_root).resolve()
         self._run_id = check_run_id(run_id or uuid.uuid4().hex[:12])
@@ -178,6 +191,7 @@ class AttackPool:
         self._drain_deadline = drain_deadline
         self._max_result = max_result_mb << 20
         self._on_fit = on_fit
+        self._on_progress = on_progress
         self._shadow = shadow
         self._latest_round = 0
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=queue_size)
@@ -188,6 +202,10 @@ class AttackPool:
         self._threads: list[threading.Thread] = []  # every lane thread started (``close`` joins them all)
         self._pending_rounds: dict[int, int] = {}  # round -> lane tasks not yet done
         self._pending_fits = 0
+        self._fits_wanted: list[str] = []  # the final fits the last ``fit`` asked for, by name
+        self._shadow_lanes: list[_Lane] = []
+        self._shadow_order: deque[int] = deque()  # rounds handed to the shadow lanes, as filed: their hooks follow it
+        self._shadow_over: set[int] = set()  # of those, rounds whose shadow task ended (filed or failed)
         self._filed: list[str] = []  # the run's anonymous update ids, as filed
         self.stats = PoolStats()
         logs = log_dir or self._root.parent / f"{self._root.name}-logs"
@@ -202,8 +220,12 @@ class AttackPool:
         self.addresses = list(addresses)
         self._writer = threading.Thread(target=self._write_inputs, daemon=True, name="attack-inputs")
         self._writer.start()
-        if shadow:
-            self._lane(LaneSpec(key=f"{self._run_id}/{SHADOW}", kind="shadow", output=SHADOW), self._run_id)
+        if shadow:  # each lane's process starts with its first round
+            for i in range(max(1, min(shadow_lanes, len(self._known)))):
+                output = SHADOW if i == 0 else f"{SHADOW}.{i + 1}"
+                spec = LaneSpec(key=f"{self._run_id}/{output}", kind="shadow", output=output)
+                self._shadow_lanes.append(self._lane(spec, self._run_id))
+            self.stats.shadow_lanes = len(self._shadow_lanes)
         for name in params if shadow else ():  # a run's attacks with a per-round hook: their lanes start with it
             if declarations[name].on_round:
                 self._lane(self._spec(Fit(name)), self._run_id)
@@ -228,6 +250,7 @@ class AttackPool:
                 self.stats.rounds_dropped += 1
                 self.stats.errors.append(f"round {snapshot.round} dropped: queue full for {self._timeout}s")
                 self._lock.notify_all()
+        self._progress()
 
     def submit_updates(self, updates: list[AnonymousUpdate]) -> None:
         """Tap anonymous updates; never raises, never silently loses one."""
@@ -296,7 +319,23 @@ class AttackPool:
             return
         with self._lock:
             self._pending_rounds[snap.round] = self._pending_rounds.get(snap.round, 0) + 1
-        self._enqueue(self._lanes[f"{self._run_id}/{SHADOW}"], _Task("round", round=snap.round, deadline=self._task_deadline))
+            self._shadow_order.append(snap.round)
+            lane = min(self._shadow_lanes, key=_Lane.load)  # the first of the least loaded
+        self._enqueue(lane, _Task("round", round=snap.round, deadline=self._task_deadline))
+
+    def _shadow_over_for(self, rnd: int) -> None:
+        """Round ``rnd``'s shadow task ended (its updates filed, or failed): the per-round hooks of every round whose
+        shadow task has ended follow, in the order the rounds were filed (a hook never sees a round before an
+        earlier one, whichever shadow lane finished first), and each such round's shadow part is done."""
+        ready = []
+        with self._lock:
+            self._shadow_over.add(rnd)
+            while self._shadow_order and self._shadow_order[0] in self._shadow_over:
+                ready.append(self._shadow_order.popleft())
+                self._shadow_over.discard(ready[-1])
+        for r in ready:
+            self._round_tasks(r)
+            self._round_done(r, 0.0)
 
     def _round_tasks(self, rnd: int) -> None:
         """After the round's shadow updates: each attack's per-round hook, in its own lane."""
@@ -320,6 +359,8 @@ class AttackPool:
             else:
                 self._pending_rounds[rnd] = left
             self._lock.notify_all()
+        if left <= 0:
+            self._progress()
 
     # --- lanes -------------------------------------------------------------------------------
 
@@ -369,8 +410,13 @@ class AttackPool:
                     if self._stop.is_set() or not lane.tasks:
                         return
                     task = lane.tasks.popleft()
-                with self._slots:
-                    self._run(lane, task)
+                    lane.running = True
+                try:
+                    with self._slots:
+                        self._run(lane, task)
+                finally:
+                    with self._lock:
+                        lane.running = False
         finally:
             with self._lock:  # the decision to end and leaving the lane are one step (see ``_enqueue``)
                 handle, lane.handle, lane.thread = lane.handle, None, None
@@ -408,6 +454,21 @@ class AttackPool:
         return data
 
     def _run(self, lane: _Lane, task: _Task) -> None:
+        if task.op != "fit":
+            self._call(lane, task)
+            return
+        with self._lock:
+            self.stats.fits_running += 1
+        self._progress()
+        try:
+            self._call(lane, task)
+        finally:
+            with self._lock:
+                self.stats.fits_running -= 1
+            self._progress()
+
+    def _call(self, lane: _Lane, task: _Task) -> None:
+        """One task in its lane (started or restarted as needed), its outputs checked and accepted, or failed."""
         request: dict[str, Any] = {"op": task.op, "round": task.round, "partial": task.partial}
         given = np.asarray(self._given(lane.store)) if task.op == "fit" else None
         while True:
@@ -476,8 +537,11 @@ class AttackPool:
                 arrays = load_npz(body, max_bytes=self._max_result, schema=SHADOW_SCHEMA, extra=False)
                 self._check_shadow(arrays, task.round)
                 self._store.write_shadow(task.round, [str(x) for x in arrays["labels"]], arrays["vectors"])
-                self._round_tasks(task.round)
-            self._round_done(task.round, seconds if lane.spec.kind == "shadow" else 0.0)
+                with self._lock:
+                    self.stats.shadow_seconds += seconds
+                self._shadow_over_for(task.round)
+                return
+            self._round_done(task.round, 0.0)
             return
         arrays = load_npz(body, max_bytes=self._max_result)
         self._write_output(lane.store, lane.spec.output, arrays, given)
@@ -565,7 +629,8 @@ class AttackPool:
             self._lock.notify_all()
         if task.op == "round":
             if lane.spec.kind == "shadow":
-                self._round_tasks(task.round)  # the hooks still see the round, without its shadow updates
+                self._shadow_over_for(task.round)  # the hooks still see the round, without its shadow updates
+                return
             self._round_done(task.round, 0.0)
 
     # --- public interface --------------------------------------------------------------------
@@ -616,6 +681,8 @@ class AttackPool:
         with self._lock:
             for job in jobs:
                 self.stats.fit_seconds.pop(job.name, None)
+            self._fits_wanted = [job.name for job in jobs]
+        self._progress()
         waiting = list(jobs)
         limit = time.monotonic() + (timeout if timeout is not None else self._task_deadline * max(1, len(jobs)))
         while waiting:
@@ -637,6 +704,27 @@ class AttackPool:
                 if n not in self.stats.fit_seconds:
                     self.stats.fit_seconds[n] = float("nan")
                     self.stats.errors.append(f"fit of {n} did not finish in time")
+
+    def progress(self) -> dict[str, int]:
+        """Where the attack side stands, for a progress display: rounds handed over (``rounds``), analysed or dropped
+        (``analysed``), the lag (``lag``: rounds handed over and not yet analysed, now); the final fits asked for
+        (``fits``), finished (``fitted``, failed ones included) and fit tasks running (``fitting``, interim ones
+        included)."""
+        with self._lock:
+            s = self.stats
+            done = s.rounds_analysed + s.rounds_dropped
+            return {"rounds": s.rounds_submitted, "analysed": done, "lag": max(0, s.rounds_submitted - done),
+                    "fits": len(self._fits_wanted), "fitted": sum(n in s.fit_seconds for n in self._fits_wanted),
+                    "fitting": s.fits_running}
+
+    def _progress(self) -> None:
+        """Hand ``progress()`` to ``on_progress`` (never under the pool's lock; its failure never stops a lane)."""
+        if self._on_progress is None:
+            return
+        try:
+            self._on_progress(self.progress())
+        except Exception:  # a display must not stop the attack side
+            log.exception("progress callback failed")
 
     def _ready(self, job: Fit, jobs: list[Fit]) -> bool:
         """Whether every attack ``job`` builds on (fitted in this batch) has finished, successfully or not."""
