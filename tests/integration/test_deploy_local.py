@@ -87,9 +87,13 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     for i in range(3):
         assert "registered successfully" in (out / "logs" / f"register-{i}.log").read_text()
     assert metrics["pool"]["worker_restarts"] == 0, metrics["pool"]
-    # a lane per attack and prior: the shadow lane trained both rounds, each attack lane fitted once
-    lanes = {"random/shadow.training": 2, "random/knn": 1, "random/svm": 1, "random/bias-labels": 1}
-    assert metrics["pool"]["tasks_by_worker"] == lanes, metrics["pool"]["tasks_by_worker"]
+    # a lane per attack and prior: the shadow lanes (workers.count of them) trained both rounds, whole, between them;
+    # each attack lane fitted once
+    tasks = metrics["pool"]["tasks_by_worker"]
+    shadow = {k: v for k, v in tasks.items() if k.startswith("random/shadow.training")}
+    assert metrics["pool"]["shadow_lanes"] == 2 and sum(shadow.values()) == 2, tasks
+    assert set(shadow) <= {"random/shadow.training", "random/shadow.training.2"}, tasks
+    assert {k: v for k, v in tasks.items() if k not in shadow} == {"random/knn": 1, "random/svm": 1, "random/bias-labels": 1}
     assert not metrics["pool"]["errors"], metrics["pool"]["errors"]
     layout = RunLayout(out / "run")
     assert (layout.store("random") / "anon").is_dir(), "the external workers filed nothing in the run's store"
