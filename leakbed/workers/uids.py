@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -74,11 +73,10 @@ def _running(uid: int) -> bool:
 
 
 def lease() -> Lease:
-    """A uid no other sandbox holds or runs as; NoUid when the whole range is taken."""
+    """The lowest uid of the range no other sandbox holds or runs as (so few lock files are ever made); NoUid when the
+    whole range is taken. A uid is leased again once its sandbox has ended: it owns nothing on the host."""
     folder = _folder()
-    start = secrets.randbelow(COUNT)
-    for i in range(COUNT):
-        slot = (start + i) % COUNT
+    for slot in range(COUNT):
         fd = os.open(folder / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

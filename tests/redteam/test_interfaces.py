@@ -157,7 +157,7 @@ class Run:
 
     def result(self, name: str) -> dict:
         m = self.metrics
-        return m["attackers"].get(name) or m["suite"][name]
+        return m["attackers"].get(name) or m["suite"].get(name) or m["plugin_scored"][name]
 
     def errors(self, name: str) -> list[str]:
         return [e for e in self.metrics["pool"]["errors"] if f"'{name}'" in e]
@@ -474,7 +474,8 @@ def test_a_hang_ends_at_its_deadline_and_the_others_finish(hostile_run: Run) -> 
     fit = m["pool"]["fit_seconds"].get("hostile-hang")
     assert m["pool"]["deadlines"] >= 1 and (fit is None or math.isnan(fit)), (m["pool"]["deadlines"], fit)
     fitted = [n for n in HOSTILE if n not in FAILING]
-    assert all(n in m["attackers"] or n in m["suite"] for n in fitted), set(fitted) - set(m["attackers"]) - set(m["suite"])
+    scored = {*m["attackers"], *m["suite"], *m["plugin_scored"]}
+    assert all(n in scored for n in fitted), set(fitted) - scored
     left = []
     for entry in Path("/proc").iterdir():
         try:
@@ -521,7 +522,7 @@ def test_the_sandbox_shows_no_process_of_the_host(hostile_run: Run) -> None:
     procs = found["processes"]
     assert list(procs) == ["1"], list(procs)
     lane = procs["1"]
-    assert "-m workers.inside.lane --in" in lane["cmdline"] and "bwrap" not in lane["cmdline"], lane
+    assert "-m leakbed.workers.inside.lane --in" in lane["cmdline"] and "bwrap" not in lane["cmdline"], lane
     assert lane["cwd"] == "/leakbed/out" and lane["root"] == "/", lane
     run = str(hostile_run.folder)
     for text in (lane["cmdline"], lane["environ"]):

@@ -421,22 +421,24 @@ def test_as_root_each_sandbox_runs_as_a_uid_of_its_own_that_owns_its_output_alon
 
 
 @pytest.mark.skipif(not ROOT, reason="leases are root's")
-def test_a_uid_still_running_a_process_is_not_leased_again(monkeypatch):
+def test_a_uid_still_running_a_process_is_not_leased_again():
     """A sandbox left behind by a leakbed that was killed keeps its uid: the lease skips it."""
-    taken = uids.FIRST + 7
+    held = [uids.lease()]  # the lowest free uid, held: the next lease skips it
+    taken = held[0].uid + 1
     stray = subprocess.Popen(["setpriv", f"--reuid={taken}", f"--regid={taken}", "--clear-groups", "sleep", "60"])
     try:
         until = time.monotonic() + 10
         while os.stat(f"/proc/{stray.pid}").st_uid != taken and time.monotonic() < until:
             time.sleep(0.01)
-        monkeypatch.setattr(uids.secrets, "randbelow", lambda n: 7)
-        lease = uids.lease()
-        assert lease.uid == taken + 1
-        second = uids.lease()  # the one just leased is held: the next
-        assert second.uid == taken + 2
-        lease.release()
-        second.release()
+        held.append(uids.lease())
+        assert held[1].uid > taken and uids.in_range(held[1].uid)  # neither the held one nor the one still running
+        held[0].release()
+        again = uids.lease()
+        assert again.uid != taken and again.uid <= held[1].uid  # released: leased again (or a lower one another freed)
+        again.release()
     finally:
+        for lease in held:
+            lease.release()
         stray.kill()
         stray.wait()
 
