@@ -93,9 +93,9 @@ class Attack:
     # how the referee scores it: a scorer kind of ``referee.kinds`` by name ("reid", "reconstruction"...), or a
     # ``Scoring`` (kind "plugin" with its own function and the truth fields it needs, run in the scoring sandbox)
     scorer: ClassVar[str | Scoring] = ""
-    family: ClassVar[Literal["reid", "other"]] = "other"  # reid: a row of the closed-world table (seed 001 Table 3)
+    family: ClassVar[Literal["reid", "other"]] = "other"  # reid: a closed-world table row (seed 001 Table 3), referee-scored
     builds_on: ClassVar[tuple[str, ...]] = ()  # attacks (or "family:reid") whose outputs it reads, once written
-    budget: ClassVar[str] = ""  # a params field holding its own task deadline [s]; "" = workers.task_deadline
+    budget: ClassVar[str] = ""  # a params field: its own task deadline [s], at most workers.task_deadline; "" = that
 
     @classmethod
     def check(cls, params: Any, setting: Setting) -> str | None:  # noqa: ARG003 - for subclasses

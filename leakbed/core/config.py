@@ -316,7 +316,7 @@ class WorkersConfig(Section):
         gt=0.0,
         le=604_800.0,
         description="an attack task (a round's hook, a fit) past this is ended and reported failed with 'deadline'; "
-        "an attack's own budget parameter overrides it [s]",
+        "an attack's own budget parameter may shorten it, never lengthen it [s]",
     )
     drain_deadline: float = Field(
         1800.0, gt=0.0, le=604_800.0, description="wait at the end of the federation for the attack side to catch up [s]"

@@ -12,6 +12,7 @@ import functools
 
 from leakbed.core.config import DefenseConfig
 from leakbed.core.entry_points import PluginError, candidates, load_declared, published
+from leakbed.core.plugin_text import plugin_text, quoted_name
 from leakbed.defenses.contract import Defense, Params
 
 GROUP = "leakbed.defenses"
@@ -26,8 +27,9 @@ def unknown(name: str) -> PluginError:
     """An unknown defense, with the closest published name."""
     known = names()
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return PluginError(f"unknown defense {name!r}{hint} (known: {', '.join(known) or 'none'})")
+    hint = f"; did you mean {quoted_name(close[0])}?" if close else ""
+    listed = ", ".join(plugin_text(k, "json", 60) for k in known)  # published names: any plugin's
+    return PluginError(f"unknown defense {quoted_name(name)}{hint} (known: {listed or 'none'})")
 
 
 @functools.cache

@@ -74,8 +74,9 @@ them (`leakbed/workers/hostile.py`: bounded size, arrays of numbers, booleans or
 `[A-Za-z0-9_./-]`); the checked copy is written to `<run>/<prior>/outputs/<name>.npz`. Its printed output goes to
 `<run>/attack-logs/<prior>-<name>.log` (capped at `workers.limits.log` MiB; on a remote attack worker, to the
 worker's `--log-dir`). Every task has a deadline: the value
-of the params field the attack names in `budget` [s], else `workers.task_deadline`; a task past it is ended and
-counted failed, and the run goes on. Its `needs` are checked before anything starts in every entry point
+of the params field the attack names in `budget` [s] where that is shorter than `workers.task_deadline`, else
+`workers.task_deadline` (a budget never lengthens a task); a task past it is ended and counted failed, and the run
+goes on. Its `needs` are checked before anything starts in every entry point
 (`leakbed run`, `flwr run`, `deploy-local`, compose, a sweep): a run it cannot serve is refused in one line, e.g.
 an attack with `level = "update"` under `fl.secure_aggregation = "secagg+"`.
 
@@ -185,12 +186,19 @@ truth=("label-share",))`. The function runs in a scoring sandbox of its own that
 attack's outputs (as the pool checked them), its parameters, the ids of the updates it was given and the truth
 fields it declared, for those updates of its own prior: no store, no network, no other attack's outputs, and
 nothing an attack sandbox can later read. It gets a `ScoreContext` and returns a dict: scalar metrics at the top
-level (`accuracy`, `chance`, `x_chance`, `coverage`...), `notes` (lines for the report) and nested dicts of
-numbers. What comes back is bounded and cleaned (numbers, booleans, texts of at most 300 characters, keys of
-`[A-Za-z][A-Za-z0-9_-]*`, four levels deep); its texts are printed as the plugin's words and its row is marked
-*plugin-scored*. The referee cannot check a plugin's coverage for it: score over `ctx.given`, count an update
-without a usable row as a random guess, and report `coverage` and `rows_missing` as the kinds do (the report then
-prints them).
+level (`accuracy`, `chance`, `x_chance`, `coverage`...), `notes` (lines for the report), `tables`, `exports`
+(further rows for the dashboards) and nested dicts of numbers. What comes back is checked
+(`leakbed/workers/numbers.py`): every number finite and within 2**53, shares (`ap`, `top1`, `top5`, `auc`,
+`accuracy`, `chance`, `coverage`...) in [0, 1], counts (`n_updates`, `rows_missing`...) whole and not negative;
+texts of at most 300 characters, keys of `[A-Za-z][A-Za-z0-9_-]*`, four levels deep, at most 16 notes, 8 tables
+and 16 exports; `figures` are dropped (a scoring sandbox writes no file). A number out of its range refuses the
+result: that attack's row fails, in one line, and the run goes on. Its numbers are never the referee's: they are
+filed apart (`plugin_scored` in `metrics.json`), in no headline table (the closed-world table, × chance, the
+sweep's), marked *plugin-scored* in the report and on the console and `scorer="plugin"` in Prometheus, where its
+exports are named `<attack>/<export>`; its texts are printed as the plugin's words, escaped
+(`leakbed/core/plugin_text.py`). The referee cannot check a plugin's coverage for it: score over `ctx.given`,
+count an update without a usable row as a random guess, and report `coverage` and `rows_missing` as the kinds do
+(the report then prints them).
 
 The old form, `scorer = "module:function"`, still loads: it is read as
 `Scoring(kind="plugin", function="module:function", truth=("user_id", "round"))`.

@@ -63,8 +63,9 @@ def unknown(name: str, known: Iterable[str]) -> PluginError:
     """An unknown attack, with the closest published name."""
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return PluginError(f"unknown attack {name!r}{hint} (known: {', '.join(known)})")
+    hint = f"; did you mean {quoted_name(close[0])}?" if close else ""
+    names = ", ".join(plugin_text(k, "json", 60) for k in known)  # published names: any plugin's
+    return PluginError(f"unknown attack {quoted_name(name)}{hint} (known: {names})")
 
 
 def cache_dir() -> Path:

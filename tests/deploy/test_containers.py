@@ -154,8 +154,8 @@ def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Sta
             assert math.isclose(d[key], m[key], abs_tol=1e-9), (attacker, key, d[key], m[key])
     assert deployed["suite"]["matching"]["ap"] == pytest.approx(simulated["suite"]["matching"]["ap"], abs=1e-9)
     # the third-party plugin in the containers: its attack in the worker containers, its defense on user0's device
-    assert deployed["suite"]["bias-labels"] == simulated["suite"]["bias-labels"]
-    assert deployed["suite"]["bias-labels"]["updates"] == SUPERNODES * ROUNDS and deployed["defending_users"] == 1
+    assert deployed["plugin_scored"]["bias-labels"] == simulated["plugin_scored"]["bias-labels"]
+    assert deployed["plugin_scored"]["bias-labels"]["updates"] == SUPERNODES * ROUNDS and deployed["defending_users"] == 1
     assert deployed["utility"].keys() == simulated["utility"].keys()
     for rnd, u in simulated["utility"].items():
         assert deployed["utility"][rnd]["loss"] == pytest.approx(u["loss"], abs=1e-6), rnd

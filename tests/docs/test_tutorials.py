@@ -46,7 +46,7 @@ def test_attack_plugin(tmp_path: Path, example_plugin: Path) -> None:
     assert "top_k = 1" in out[0], out[0]
     assert "bias-labels" in out[1]
     assert "exit code 2" in out[2] and "top_k" in out[2], out[2]
-    suite = json.loads((tmp_path / "runs" / "plugin" / "random" / "metrics.json").read_text())["suite"]
+    suite = json.loads((tmp_path / "runs" / "plugin" / "random" / "metrics.json").read_text())["plugin_scored"]
     assert suite["bias-labels"]["updates"] == 24, suite["bias-labels"]  # 4 rounds of 6 devices: every update scored
     assert "bias-labels (example plugin): the device's main class" in out[1], out[1]
     assert not (tmp_path / "runs" / "refused").exists() or not any((tmp_path / "runs" / "refused").iterdir())
@@ -193,7 +193,7 @@ def test_defense_plugin(tmp_path: Path, example_plugin: Path) -> None:
     runs = tmp_path / "runs"
     opened, hidden = (json.loads((runs / n / "random" / "metrics.json").read_text()) for n in ("open", "hidden"))
     assert opened["defending_users"] == 0 and hidden["defending_users"] == 12, hidden["defending_users"]
-    before, after = opened["suite"]["bias-labels"], hidden["suite"]["bias-labels"]
+    before, after = opened["plugin_scored"]["bias-labels"], hidden["plugin_scored"]["bias-labels"]
     assert before["x_chance"] > 1.5, before  # the bias gives the main class away ...
     assert after["accuracy"] <= after["chance"] + 1e-9, after  # ... and once hidden, the attack guesses no better than chance
     notes = [line for line in out[2].splitlines() if "bias-labels (example plugin)" in line]

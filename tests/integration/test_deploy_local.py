@@ -101,9 +101,10 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     rounds_log = metrics["rounds_log"]
     assert all(rounds_log[r]["received"] == 3 and rounds_log[r]["failed"] == 0 for r in ("1", "2")), rounds_log
 
-    plugin = metrics["suite"]["bias-labels"]
+    plugin = metrics["plugin_scored"]["bias-labels"]  # its own scorer's numbers: apart from the referee's, marked
     assert plugin["updates"] == 6 and 0.0 <= plugin["accuracy"] <= 1.0 and plugin["chance"] > 0, plugin
-    assert value(final, "leakbed_attack_x_chance", attack="bias-labels", prior="random") == pytest.approx(plugin["x_chance"])
+    assert value(final, "leakbed_attack_x_chance", attack="bias-labels", prior="random", scorer="plugin") == pytest.approx(
+        plugin["x_chance"])
     assert metrics["defenses"] == [{"name": "hide-bias", "fraction": 1.0, "users": ["user0"], "suffix": ".bias"}]
     assert metrics["defending_users"] == 1
     # the audit ran in the deployment's ServerApp: in metrics.json and on /metrics, its canaries never tapped (6 above)

@@ -174,6 +174,6 @@ def test_a_small_quickstart_runs_from_an_empty_folder_with_the_plugin(built, tmp
     assert svm["n_updates"] == 15 and svm["coverage"] == 1.0
     assert 0 < svm["chance_ap"] < svm["ap"] <= 1  # the biased users leak even at this scale (0.75 vs 0.27 here)
     assert 0.05 < metrics["utility"]["3"]["accuracy"] <= 1
-    assert "bias-labels" in metrics["suite"] and metrics["suite"]["bias-labels"]["updates"] == 15
+    assert "bias-labels" in metrics["plugin_scored"] and metrics["plugin_scored"]["bias-labels"]["updates"] == 15
     assert summary["attack_sandbox"]["random"].startswith("sandboxed: bubblewrap")  # the wheel's code, staged
     assert "bias-labels" in (run / "report.md").read_text()

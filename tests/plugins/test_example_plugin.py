@@ -114,7 +114,7 @@ def test_leakbed_run_and_flwr_run_run_the_plugin_sandboxed_and_score_it(example_
     assert done.returncode == 0, done.stderr[-3000:]
     m = _metrics(plain)
     assert m["attack_sandbox"].startswith("sandboxed") and m["attack_side"]["sandboxed"]
-    found = m["suite"]["bias-labels"]
+    found = m["plugin_scored"]["bias-labels"]  # its own scorer's numbers: apart from the referee's
     assert found["updates"] == 24 and found["x_chance"] > 1.5, found
     assert "bias-labels" in (plain / "report.md").read_text() and "knn" in m["attackers"]
     assert json.loads(json.dumps(m["defenses"])) == []

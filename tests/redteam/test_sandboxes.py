@@ -352,7 +352,7 @@ def test_lanes_cannot_reach_each_other_nor_the_scoring_sandbox(setup, who, tmp_p
     assert inner["here"].startswith("/leakbed/lib/leakbed-hostile-inner/")
     assert not [m for m in inner["mountinfo"] if m.split()[3] == "/" and m.split()[4] not in ("/", "/proc", "/dev", "/tmp",
                                                                                                   "/dev/shm", "/leakbed/out")]
-    scored = metrics["suite"].get("hostile-scored") or metrics["attackers"]["hostile-scored"]
+    scored = metrics["plugin_scored"]["hostile-scored"]  # a plugin's own scorer's numbers: apart from the referee's
     assert scored["scored_by"] == "plugin" and scored["processes"] == 1
     assert spans["score"] and spans["lane"], spans
     last_lane = max(end for _, end in spans["lane"])
