@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from leakbed.core.data.corpus import Corpus, UserData
 from leakbed.core.declaration import Needs, Scoring, Setting
 from leakbed.core.inputs import InputsView
 from leakbed.core.knowledge import AttackerKnowledge
-from leakbed.core.params import NoParams, Params
+from leakbed.core.params import NoParams, P, Params, bind_params
 from leakbed.core.records import RoundSnapshot
 from leakbed.core.store import UpdateStore
 
@@ -39,7 +39,7 @@ __all__ = ["Attack", "AttackContext", "Corpus", "Needs", "Outputs", "ReidAttack"
 
 
 @dataclass
-class AttackContext:
+class AttackContext(Generic[P]):
     """What a hook gets: read-only views of its inputs, the attacker's knowledge, its parameters, its own writable
     folder, and the outputs of the attacks it builds on; ``name`` is what its outputs are filed under (the
     attack's name, or a study's variant).
@@ -51,7 +51,7 @@ class AttackContext:
     name: str
     store: InputsView
     knowledge: AttackerKnowledge
-    params: Any  # the attack's Params instance
+    params: P  # the attack's own Params model, validated (``Attack[P]``: a type checker knows its fields)
     folder: Path = Path("/leakbed/out")  # its own output folder (a tmpfs under a quota): per-round state, figures
     upstream: dict[str, Path] = field(default_factory=dict)  # attack name -> its outputs (.npz), read-only
     # what it may know of the attacks it builds on: name -> {"params", "score_kind", "builtin"}
@@ -77,8 +77,10 @@ class AttackContext:
             return {k: z[k] for k in z.files}
 
 
-class Attack:
-    """Subclass it, set the class attributes, override the hooks the attack uses.
+class Attack(Generic[P]):
+    """Subclass it with its own parameters' model, ``class MyAttack(Attack[MyParams])`` (``Attack[NoParams]`` for
+    none), set the class attributes, override the hooks the attack uses. ``params`` is that model (set from the
+    subscript when the class does not set it; a different one is refused at import).
 
     A fresh instance runs each task: ``on_round`` once per round (auxiliary updates on the round's global
     model, say), then, after the stream, ``fit`` and ``predict`` in one task (an instance attribute set in
@@ -97,18 +99,22 @@ class Attack:
     builds_on: ClassVar[tuple[str, ...]] = ()  # attacks (or "family:reid") whose outputs it reads, once written
     budget: ClassVar[str] = ""  # a params field: its own task deadline [s], at most workers.task_deadline; "" = that
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        bind_params(cls, Attack)
+
     @classmethod
-    def check(cls, params: Any, setting: Setting) -> str | None:  # noqa: ARG003 - for subclasses
+    def check(cls, params: P, setting: Setting) -> str | None:  # noqa: ARG003 - for subclasses
         """A one-line reason this run cannot serve the attack, beyond ``needs`` (its own parameters against the data)."""
         return None
 
-    def on_round(self, ctx: AttackContext, snapshot: RoundSnapshot) -> None:
+    def on_round(self, ctx: AttackContext[P], snapshot: RoundSnapshot) -> None:
         """Per round, with the round's global model and the training config the server sent."""
 
-    def fit(self, ctx: AttackContext) -> None:
+    def fit(self, ctx: AttackContext[P]) -> None:
         """After the stream: learn from what the store holds."""
 
-    def predict(self, ctx: AttackContext) -> Outputs:
+    def predict(self, ctx: AttackContext[P]) -> Outputs:
         """The attack's outputs, filed under ``ctx.name`` for the referee: NumPy arrays (numbers, booleans or text;
         never objects) in the form its scorer kind expects (``docs/reference/plugin-api.md``)."""
         raise NotImplementedError(f"attack {self.name!r} has no predict hook")
@@ -122,7 +128,7 @@ class Scores:
     scores: np.ndarray
 
 
-class ReidAttack(Attack):
+class ReidAttack(Attack[P]):
     """Closed-world re-identification (seed 001 §4.3, §6.1.1): a classifier trained on the attacker's labelled
     shadow updates scores every anonymous update over the identities it knows. ``classify`` is the family's
     own hook (other attacks fuse with it, e.g. metadata and linkage); ``predict`` applies it to the store."""
@@ -136,10 +142,11 @@ class ReidAttack(Attack):
         "shadow updates computed on its prior data about known users, labelled by identity"
     )
 
-    def classify(self, params: Any, seed: int, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
+    def classify(self, params: P, seed: int, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> Scores:
+        """Scores of every row of ``x_test`` over the identities of ``y_train`` (the attacker's labelled shadow updates)."""
         raise NotImplementedError
 
-    def predict(self, ctx: AttackContext) -> Outputs:
+    def predict(self, ctx: AttackContext[P]) -> Outputs:
         x_train, y_train, _ = ctx.store.read_shadow()
         anon = ctx.store.read_anon()
         s = self.classify(ctx.params, ctx.seed, x_train, y_train, anon["vectors"])

@@ -11,9 +11,11 @@ numbers (per round...); the referee checks and bounds them, and the report marks
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 import numpy as np
+
+from leakbed.core.params import P
 
 
 @dataclass(frozen=True)
@@ -23,24 +25,25 @@ class TruthView:
 
     fields: dict[str, dict[str, Any]]
 
-    def field_for(self, ids: np.ndarray, name: str) -> list[Any]:
+    def field_for(self, ids: np.ndarray | list[str], name: str) -> list[Any]:
         """The sealed value of ``name`` for each id (KeyError for a field the scorer did not declare)."""
         values = self.fields[name]
         return [values.get(str(i)) for i in ids]
 
-    def truth_for(self, ids: np.ndarray) -> np.ndarray:
+    def truth_for(self, ids: np.ndarray | list[str]) -> np.ndarray:
         """Each update's owner (declare ``user_id``)."""
         return np.asarray(self.field_for(ids, "user_id"))
 
 
 @dataclass
-class ScoreContext:
-    """One attack's outputs (under ``name``), its parameters (its own model, validated), the truth fields it
-    declared and the ids of every anonymous update it was given (``given``: score over all of them)."""
+class ScoreContext(Generic[P]):
+    """One attack's outputs (under ``name``), its parameters (its own model, validated: ``ScoreContext[MyParams]``),
+    the truth fields it declared and the ids of every anonymous update it was given (``given``: score over all of
+    them)."""
 
     attack: str
     name: str
-    params: Any
+    params: P
     outputs: dict[str, np.ndarray]
     truth: TruthView
     given: np.ndarray

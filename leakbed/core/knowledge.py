@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ class AttackerKnowledge:
         }
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / KNOWLEDGE_ARRAYS).open("wb") as f:
-            np.savez(f, **arrays)
+            named: dict[str, Any] = arrays  # numpy's stub would read a key of **arrays as its allow_pickle flag
+            np.savez(f, **named)
         (folder / KNOWLEDGE_JSON).write_text(json.dumps(doc), encoding="utf-8")
 
     @classmethod

@@ -13,8 +13,6 @@ chance, with no luck to fish for.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import hypergeom
-from sklearn.metrics import average_precision_score
 
 TOP = (1, 5)  # the k of top-k accuracy (seed 001 §6)
 
@@ -47,13 +45,15 @@ def top_k_hits(owners: np.ndarray, classes: np.ndarray, scores: np.ndarray, k: i
     scored = ~np.isnan(scores).all(axis=0)
     kept = np.flatnonzero(scored)
     col: dict[str, int] = {}
-    for j, c in enumerate(np.asarray(classes).tolist()):
-        col.setdefault(str(c), j)  # a repeated class is its first column
+    for n_col, c in enumerate(np.asarray(classes).tolist()):
+        col.setdefault(str(c), n_col)  # a repeated class is its first column
     j = np.asarray([col.get(str(o), -1) for o in np.asarray(owners).tolist()], np.int64)
     known = j >= 0
     at_chance = known & (np.asarray(filled, bool) | ~scored[np.clip(j, 0, None)])
     ranked = known & ~at_chance
     if ranked.any():
+        from scipy.stats import hypergeom  # here, not at import: a plugin importing leakbed.plugin loads no scipy
+
         where = np.full(n_classes, -1, np.int64)
         where[kept] = np.arange(len(kept))
         order = np.argsort(-scores[np.ix_(ranked, kept)], axis=1, kind="stable")
@@ -90,10 +90,12 @@ def reid_metrics(
             "n_updates": 0,
             "n_users": 0,
         }
+    from sklearn.metrics import average_precision_score  # here, not at import: leakbed.plugin loads no scikit-learn
+
     filled = np.zeros(len(owners), bool) if filled is None else np.asarray(filled, bool)
     positives = owners[:, None] == classes[None, :]
     present = positives.any(axis=0)
-    unscored = np.isnan(scores).all(axis=0)
+    unscored = np.asarray(np.isnan(scores).all(axis=0))
     aps = [
         random_ranking_ap(int(positives[:, j].sum()), len(owners))
         if unscored[j]

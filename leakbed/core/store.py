@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,11 +80,12 @@ class StoreReader:
         """The rounds with shadow updates."""
         return sorted(int(f.stem[1:]) for f in (self.root / "shadow").glob("r*.npz"))
 
-    def read_config(self, rnd: int) -> dict:
+    def read_config(self, rnd: int) -> dict[str, Any]:
         """The training config the server sent with round ``rnd`` (epochs or steps, batch size, lr, optimizer...)."""
         import json
 
-        return json.loads((self.root / "config" / f"r{rnd:06d}.json").read_text(encoding="utf-8"))
+        config: dict[str, Any] = json.loads((self.root / "config" / f"r{rnd:06d}.json").read_text(encoding="utf-8"))
+        return config
 
     def anon_ids(self) -> np.ndarray:
         """The ids of every anonymous update filed so far (without reading their vectors)."""
@@ -110,7 +112,8 @@ class UpdateStore(StoreReader):
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.npz"
         tmp = folder / f".{name}.{uuid.uuid4().hex}.tmp.npz"
-        np.savez(tmp, **arrays)
+        named: dict[str, Any] = arrays  # numpy's stub would read a key of **arrays as its allow_pickle flag
+        np.savez(tmp, **named)
         os.replace(tmp, path)
         return path
 
@@ -160,7 +163,7 @@ class UpdateStore(StoreReader):
     def has_result(self, attack: str) -> bool:
         return (self.root / "result" / f"{attack}.npz").exists()
 
-    def write_config(self, rnd: int, train_config: dict) -> Path:
+    def write_config(self, rnd: int, train_config: dict[str, Any]) -> Path:
         """The training config the server sent with round ``rnd`` (JSON)."""
         import json
 

@@ -25,7 +25,7 @@ import contextlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
 from flwr.clientapp.typing import Mod
 from flwr.serverapp.strategy import Strategy
@@ -33,7 +33,7 @@ from torch import nn
 
 from leakbed.core.data import Federation, UserData, federation_of
 from leakbed.core.data.corpus import Corpus
-from leakbed.core.params import NoParams, Params
+from leakbed.core.params import NoParams, P, Params, bind_params
 from leakbed.core.plan import DevicePlan
 
 
@@ -89,8 +89,10 @@ class ServerContext:
     noise_secret: int | None = None  # None: draw from the OS's randomness
 
 
-class Defense:
-    """Subclass it, set the class attributes, override the hooks the defense uses."""
+class Defense(Generic[P]):
+    """Subclass it with its own parameters' model, ``class MyDefense(Defense[MyParams])`` (``Defense[NoParams]`` for
+    none), set the class attributes, override the hooks the defense uses; each hook gets its validated parameters
+    as that model (``params`` is set from the subscript when the class does not set it)."""
 
     name: ClassVar[str]
     params: ClassVar[type[Params]] = NoParams
@@ -100,32 +102,36 @@ class Defense:
     mod_stage: ClassVar[int] = 20  # order of Mods: a higher one sits outside, so it acts last on the reply
     uniform_weights: ClassVar[bool] = False  # the server averages updates with equal weights (its noise assumes it)
 
-    def check(self, params: Any, setting: DefenseSetting) -> str | None:  # noqa: ARG002 - for subclasses
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        bind_params(cls, Defense)
+
+    def check(self, params: P, setting: DefenseSetting) -> str | None:  # noqa: ARG002 - for subclasses
         """A one-line reason this run cannot take the defense, or None."""
         return None
 
-    def data(self, ctx: DeviceContext, params: Any, data: UserData) -> UserData:  # noqa: ARG002
+    def data(self, ctx: DeviceContext, params: P, data: UserData) -> UserData:  # noqa: ARG002
         """The device's training data after this defense (data level)."""
         return data
 
     @contextlib.contextmanager
-    def training(self, ctx: DeviceContext, params: Any, model: nn.Module) -> Iterator[None]:  # noqa: ARG002
+    def training(self, ctx: DeviceContext, params: P, model: nn.Module) -> Iterator[None]:  # noqa: ARG002
         """A context around the device's local training (model level)."""
         yield
 
-    def mod(self, ctx: DeviceContext, params: Any) -> Mod | None:  # noqa: ARG002
+    def mod(self, ctx: DeviceContext, params: P) -> Mod | None:  # noqa: ARG002
         """A Flower Mod around the device's train handler (update level), or None."""
         return None
 
-    def clip(self, params: Any) -> float | None:  # noqa: ARG002
+    def clip(self, params: P) -> float | None:  # noqa: ARG002
         """The L2 norm it bounds each update to, or None (the privacy audit's canaries are made far above it, and pass
         ``mod`` as an adopting device's reply does, so a clipper that does not deliver this norm shows)."""
         return None
 
-    def wrap_strategy(self, strategy: Strategy, params: Any, ctx: ServerContext) -> Strategy:  # noqa: ARG002
+    def wrap_strategy(self, strategy: Strategy, params: P, ctx: ServerContext) -> Strategy:  # noqa: ARG002
         """Its server half around the curious strategy (the product applies it), or the strategy itself."""
         return strategy
 
-    def privacy(self, params: Any, ctx: ServerContext, adopters: int, releases: int) -> dict | None:  # noqa: ARG002
+    def privacy(self, params: P, ctx: ServerContext, adopters: int, releases: int) -> dict[str, Any] | None:  # noqa: ARG002
         """Its privacy accounting for ``metrics.json`` (ε, δ...), or None."""
         return None

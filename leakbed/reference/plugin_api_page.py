@@ -44,6 +44,12 @@ a whole plugin: [Write an attack plugin](../tutorials/attack-plugin.md),
 [Write a defense plugin](../tutorials/defense-plugin.md); the [threat model](../explanation/threat-model.md) says
 what confines them.
 
+The module is typed and versioned: the contracts are generic over a plugin's own parameters
+(`class MyAttack(Attack[MyParams])`, so `ctx.params` is a `MyParams` to a type checker, and `params` is set from
+the subscript), `mypy --strict` passes over it and leakbed's own plugins in the test suite
+([Type-check a plugin](../how-to/type-check-a-plugin.md)), and `API_VERSION` is the contract's version
+([version and deprecation policy](deprecation-policy.md)).
+
 *Generated from `leakbed/plugin.py`, `leakbed/core/declaration.py`, `leakbed/attacks/contract.py`, `leakbed/attacks/scoring.py`,
 `leakbed/core/inputs.py`, `leakbed/referee/kinds.py` and `leakbed/referee/schemas.py` by `leakbed/reference/plugin_api_page.py`.*
 
@@ -259,7 +265,7 @@ GROUPS: list[tuple[str, list[str]]] = [
                        "predict_property"]),
     ("What a plugin's own scorer gets", ["ScoreContext", "TruthView", "reid_metrics", "random_ranking_ap"]),
     ("Defenses (device code)", ["Defense", "DeviceContext", "DefenseSetting", "ServerContext", "reply_mod"]),
-    ("Both", ["Params", "NoParams", "ATTACKS", "DEFENSES"]),
+    ("Both", ["Params", "NoParams", "LeakbedError", "ATTACKS", "DEFENSES", "API_VERSION", "LeakbedDeprecationWarning"]),
 ]
 
 # Names whose docstring the code does not give; written here, and marked so.
@@ -532,6 +538,9 @@ def document_name(plugin: types.ModuleType, name: str) -> list[str]:
     if isinstance(obj, str):
         return [*out, f"`{name} = {obj!r}`: the entry-point group {'attacks' if 'attack' in obj else 'defenses'} "
                 "are published under.", ""]
+    if isinstance(obj, tuple):
+        return [*out, f"`{name} = {obj!r}`: the version of this contract, (major, minor): a minor release adds, a major "
+                "one removes or changes ([version and deprecation policy](deprecation-policy.md)).", ""]
     if isinstance(obj, types.GenericAlias):
         return [*out, f"`{name} = {type_text(obj)}`: array name → array.", ""]
     out += [f"*from `{obj.__module__}`*", ""]

@@ -28,18 +28,17 @@ class BiasLabelsParams(Params):
     )
 
 
-class BiasLabels(Attack):
+class BiasLabels(Attack[BiasLabelsParams]):
     """Rank every anonymous update's classes by how far its output bias moved down."""
 
     name: ClassVar[str] = "bias-labels"
-    params = BiasLabelsParams
     needs = Needs(tasks=frozenset({"multiclass"}), full_updates=True)
     source = "Zhao et al. 2020 (iDLG) §3: labels from the output-bias gradient; seed 004 §3.2 reads labels the same way"
     threat = "the honest-but-curious server: each anonymous update's full Δw (its output-layer bias), from the shuffler"
     # scored by its own function, in the scoring sandbox, which gets only the truth field it names here
     scorer = Scoring(kind="plugin", function="leakbed_example.scoring:score", truth=("label-share",))
 
-    def predict(self, ctx: AttackContext) -> Outputs:
+    def predict(self, ctx: AttackContext[BiasLabelsParams]) -> Outputs:
         classes = ctx.knowledge.corpus_meta.num_classes
         anon = ctx.store.read_anon()
         ids = [str(i) for i in anon["ids"]]

@@ -24,11 +24,10 @@ class HideBiasParams(Params):
     )
 
 
-class HideBias(Defense):
+class HideBias(Defense[HideBiasParams]):
     """An update-level defense: one Flower Mod around the device's train handler."""
 
     name: ClassVar[str] = "hide-bias"
-    params = HideBiasParams
     source = "seed 002 §7.3 (share fewer parameters), aimed at the labels' carrier (iDLG §3)"
     threat = "the curious server and any reader of the update: the chosen parameters' Δw is exactly zero"
 

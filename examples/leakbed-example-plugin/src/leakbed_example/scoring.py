@@ -10,12 +10,17 @@ main class (the best guess without the update).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from leakbed.plugin import ScoreContext
 
+if TYPE_CHECKING:  # its parameters' type only: the scoring sandbox need not import the attack
+    from leakbed_example.attack import BiasLabelsParams
 
-def score(ctx: ScoreContext) -> dict:
+
+def score(ctx: ScoreContext[BiasLabelsParams]) -> dict[str, Any]:
     out, k = ctx.outputs, ctx.params.top_k
     given = [str(i) for i in ctx.given]
     if not given:

@@ -12,7 +12,7 @@ import contextlib
 import math
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
@@ -90,11 +90,10 @@ def stated_epsilons(z: float, sampled: int, users: int, releases: int, delta: fl
     return float(rdp.get_privacy_spent().epsilon), float(exact.get_epsilon(delta))
 
 
-class BrokenDpFedAvg(Defense):
+class BrokenDpFedAvg(Defense[BrokenParams]):
     """States DP-FedAvg at (clip, z); clips at clip_scale·clip and adds noise_scale·z·clip/m."""
 
     name: ClassVar[str] = "broken-dp-fedavg"
-    params = BrokenParams
     mod_stage = 40  # outermost, as dp-fedavg's
     uniform_weights = True
     source = "leakbed-broken-dp: the privacy audit's adversary (a defense from outside the project)"
@@ -117,7 +116,7 @@ class BrokenDpFedAvg(Defense):
         z = params.noise_multiplier * params.noise_scale
         return WeakNoise(strategy, z, params.clip, ctx.sampled + ctx.canaries, ctx.noise_secret)
 
-    def privacy(self, params: BrokenParams, ctx: ServerContext, adopters: int, releases: int) -> dict | None:
+    def privacy(self, params: BrokenParams, ctx: ServerContext, adopters: int, releases: int) -> dict[str, Any] | None:
         z, c, m, users = params.noise_multiplier, params.clip, ctx.sampled, len(ctx.users)
         row = {"noise_multiplier": z, "clip": c, "delta": params.delta, "adopters": adopters, "sampled_per_round": m,
                "averaged_per_round": m + ctx.canaries, "releases": releases,

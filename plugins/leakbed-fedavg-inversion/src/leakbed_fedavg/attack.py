@@ -37,7 +37,7 @@ from leakbed.plugin import (
     predict_property,
     train_property_net,
 )
-from leakbed_fedavg.invert import Settings, invert
+from leakbed_fedavg.invert import Inversion, Settings, invert
 from leakbed_fedavg.labels import estimate_counts
 from leakbed_fedavg.params import FedAvgInversionParams
 from leakbed_fedavg.schedule import Schedule, schedule
@@ -46,11 +46,10 @@ from leakbed_fedavg.schedule import Schedule, schedule
 PAPER_FEMNIST = {"recovered": 0.45, "baseline_recovered": 0.10, "setting": "10 epochs x 10 batches x 5 images"}
 
 
-class FedAvgInversion(Attack):
+class FedAvgInversion(Attack[FedAvgInversionParams]):
     """Invert each chosen update through its simulated local steps; classify each recovered image's property."""
 
     name: ClassVar[str] = "fedavg-inversion"
-    params = FedAvgInversionParams
     # the model's forward must be a pure function of its parameters (no batch-norm statistics to simulate): the quick CNN
     needs = Needs(modality="image", tasks=frozenset({"multiclass"}), models=frozenset({"cnn"}), full_updates=True, records=True)
     source = (
@@ -75,12 +74,12 @@ class FedAvgInversion(Attack):
     budget = "budget_seconds"  # its own deadline per task
 
     @classmethod
-    def check(cls, params: Any, setting: Setting) -> str | None:  # noqa: ARG003 - the contract's signature
+    def check(cls, params: FedAvgInversionParams, setting: Setting) -> str | None:  # noqa: ARG003 - the contract's signature
         if setting.optimizer != "sgd":
             return f"attack.suite: 'fedavg-inversion' simulates SGD local training; fl.optimizer is {setting.optimizer!r}"
         return None
 
-    def predict(self, ctx: AttackContext) -> Outputs:
+    def predict(self, ctx: AttackContext[FedAvgInversionParams]) -> Outputs:
         torch.set_num_threads(1)
         return _Run(ctx).outputs()
 
@@ -96,7 +95,7 @@ def _content_key(delta: dict[str, np.ndarray]) -> str:
 class _Run:
     """One predict: the chosen updates, each inverted and classified."""
 
-    def __init__(self, ctx: AttackContext) -> None:
+    def __init__(self, ctx: AttackContext[FedAvgInversionParams]) -> None:
         self.ctx, self.p = ctx, ctx.params
         k = ctx.knowledge
         self.device = pick_device(k.device)
@@ -105,7 +104,8 @@ class _Run:
         pick = np.sort(np.random.default_rng([ctx.seed, 0xFA]).permutation(len(prior_x))[: self.p.aux_examples])
         self.aux = prior_x[pick].astype(np.float32)
         props = [d.attrs.get("property") for d in k.prior.values()]
-        self.prop = None if any(p is None for p in props) else np.concatenate(props).astype(np.int64)[pick]
+        known = [p for p in props if p is not None]
+        self.prop = None if len(known) < len(props) else np.concatenate(known).astype(np.int64)[pick]
         self.model = build_model(k.model, self.meta).to(self.device)
         self.property_nets: dict[int, Any] = {}  # round -> seed 004's f_p on that round's deep features
         self.settings = Settings(
@@ -135,7 +135,7 @@ class _Run:
             return noise
         return (torch.as_tensor(self.aux.mean(0)) + 0.1 * noise).clamp(0.0, 1.0)
 
-    def invert_one(self, rnd: int, delta: dict[str, np.ndarray], plan: Schedule, conf: dict[str, Any], seed: int):  # noqa: ANN201
+    def invert_one(self, rnd: int, delta: dict[str, np.ndarray], plan: Schedule, conf: dict[str, Any], seed: int) -> Inversion:
         load_arrays(self.model, self.ctx.store.read_global(rnd))
         self.model.eval()
         dev = self.device
@@ -172,7 +172,7 @@ class _Run:
     def outputs(self) -> Outputs:
         anon = self.ctx.store.read_anon()
         examples = {str(i): int(n) for i, n in zip(anon["ids"], anon["num_examples"], strict=True)}
-        rows: dict[str, list] = {k: [] for k in ("ids", "rounds", "counts", "steps", "batch_size", "seconds")}
+        rows: dict[str, list[Any]] = {k: [] for k in ("ids", "rounds", "counts", "steps", "batch_size", "seconds")}
         recons, labels, probs, skipped = [], [], [], 0
         for i, (rnd, uid, delta) in enumerate(self.chosen()):
             conf = self.train_config(rnd)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from typing import cast
 
 import numpy as np
 import torch
@@ -57,13 +58,13 @@ def layer_weights(names: list[str]) -> dict[str, float]:
 
 def update_distance(sim: Tensors, target: Tensors, weights: dict[str, float], kind: str) -> torch.Tensor:
     """Weighted L2 over the tapped update's weighted norm, or 1 − weighted cosine similarity."""
-    if kind == "cosine":
-        dot = sum(weights[k] * (sim[k] * target[k]).sum() for k in target)
-        ns = sum(weights[k] * sim[k].pow(2).sum() for k in target)
-        nt = sum(weights[k] * target[k].pow(2).sum() for k in target)
+    if kind == "cosine":  # (sums over a non-empty update: tensors, never the start value 0)
+        dot = cast(torch.Tensor, sum(weights[k] * (sim[k] * target[k]).sum() for k in target))
+        ns = cast(torch.Tensor, sum(weights[k] * sim[k].pow(2).sum() for k in target))
+        nt = cast(torch.Tensor, sum(weights[k] * target[k].pow(2).sum() for k in target))
         return 1.0 - dot / (ns.sqrt() * nt.sqrt() + 1e-12)
-    num = sum(weights[k] * (sim[k] - target[k]).pow(2).sum() for k in target)
-    den = sum(weights[k] * target[k].pow(2).sum() for k in target)
+    num = cast(torch.Tensor, sum(weights[k] * (sim[k] - target[k]).pow(2).sum() for k in target))
+    den = cast(torch.Tensor, sum(weights[k] * target[k].pow(2).sum() for k in target))
     return num / (den + 1e-12)
 
 

@@ -46,7 +46,7 @@ def rounded_counts(share: np.ndarray, total: int) -> np.ndarray:
     if share.sum() <= 0:
         share = np.ones_like(share)
     est = share / share.sum() * total
-    counts = np.floor(est).astype(np.int64)
+    counts: np.ndarray = np.floor(est).astype(np.int64)
     for k in np.argsort(-(est - counts))[: total - int(counts.sum())]:
         counts[k] += 1
     return counts
