@@ -324,3 +324,75 @@ def test_dp_fedavg_under_secagg(tmp_path, capsys):
         "defenses.0: dp-fedavg needs Flower's server-side DP wrapper, which the legacy SecAgg+ workflow does not take; "
         "with fl.secure_aggregation = 'secagg+' use local-dp"
     )
+
+
+# --- one mapping for every command (issue 39.5): a LeakbedError is one line and exit 2, wherever it is raised -------
+
+EVERY_COMMAND = [  # (argv, what it says): real bad input each command refuses before anything starts
+    (["run", "--set", "fl.rounds=0"], "fl.rounds"),
+    (["validate", "--set", "fl.rounds=0"], "fl.rounds"),
+    (["feature-inference", "--set", "fl.rounds=0"], "fl.rounds"),
+    (["sweep", "quickstart"], "sweep: give --grid KEY=V1,V2,..."),
+    (["open-world-sweep", "--seen", "2"], "--seen '2'"),
+    (["deploy-local", "--set", "fl.rounds=0"], "fl.rounds"),
+    (["analyze", "progress", "{tmp}/none"], "{tmp}/none: not a finished run (no config.toml)"),
+    (["report", "{tmp}/none"], "{tmp}/none: no such run folder"),
+    (["compose", "render", "--supernodes", "0"], "--supernodes must be 1..1000, got 0"),  # click's bound: same line
+    (["sandbox-run", "--store", "{tmp}/none", "--", "true"], "--store {tmp}/none: no such folder"),
+    (["run", "no-such-config"], "no-such-config: no such config file"),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), EVERY_COMMAND, ids=[" ".join(a[:2]) for a, _ in EVERY_COMMAND])
+def test_every_command_refuses_bad_input_in_one_line(argv, says, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an --out default or a sweep folder would land here: nothing is written
+    code = cli.main([a.format(tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("leakbed: error: "), err
+    assert says.format(tmp=tmp_path) in err, err
+    assert not list(tmp_path.iterdir())
+
+
+ANYWHERE = [  # a command, and a function it calls that refuses
+    (["run", "--out", "{tmp}/o"], "leakbed.commands.experiment.preflight"),
+    (["compose", "up"], "leakbed.compose.check_counts"),
+    (["analyze", "progress", "{tmp}"], "leakbed.analyze.run_analysis"),
+    (["sandbox-run", "--store", "{tmp}", "--", "true"], "leakbed.workers.sandbox.check_store"),
+    (["sweep", "quickstart", "--grid", "fl.rounds=1,2"], "leakbed.sweep.grid_points"),
+]
+
+
+@pytest.mark.parametrize(("argv", "where"), ANYWHERE, ids=[w.rsplit(".", 1)[1] for _, w in ANYWHERE])
+def test_a_leakbed_error_anywhere_is_its_first_line_and_exit_2(argv, where, tmp_path, capsys, monkeypatch):
+    """Raised from deep inside a command, with a second line: the CLI prints the first only, and exits 2."""
+    from leakbed.core.errors import LeakbedError
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise LeakbedError("a refusal\nand a second line nobody sees")
+
+    monkeypatch.setattr(where, refuse)
+    assert cli.main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err == "leakbed: error: a refusal\n"
+
+
+@pytest.mark.parametrize("what", ["run", "deploy-local"])
+def test_a_failure_after_the_start_is_one_line_and_exit_1(what, tmp_path, capsys, monkeypatch):
+    """A ``Failed`` (the simulation, a local deployment): ``leakbed: <what> failed: ...`` and exit 1, mapped in the
+    same place."""
+    from leakbed.deploy_local import DeployError
+    from leakbed.simulate import SimulationFailed
+
+    error = SimulationFailed if what == "run" else DeployError
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error("no device answered within fl.startup_timeout = 1 s\ntraceback text")
+
+    if what == "run":
+        monkeypatch.setattr(experiment, "run_experiment", fail)
+    else:
+        monkeypatch.setattr("leakbed.deploy_local.deploy_local", fail)
+    argv = [what, "--out", str(tmp_path / "o"), *(["--set", "data.synthetic.users=6"] if what == "deploy-local" else [])]
+    assert cli.main([*argv, *(a for s in TINY for a in ("--set", s))]) == 1
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == f"leakbed: {what} failed: no device answered within fl.startup_timeout = 1 s"
