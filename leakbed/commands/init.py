@@ -14,6 +14,7 @@ import typer
 
 from leakbed import console
 from leakbed.commands.options import flag
+from leakbed.core.errors import LeakbedError
 from leakbed.package_data import CONFIGS, config_names
 
 Name = Annotated[
@@ -45,12 +46,12 @@ def init(name: Name = "quickstart", out: OutPath = None, list_: ListThem = False
         return 0
     stem = name.removesuffix(".toml")
     if stem not in names:
-        return console.fail(f"{name}: no built-in config of that name (one of {', '.join(names)})")
+        raise LeakbedError(f"{name}: no built-in config of that name (one of {', '.join(names)})")
     target = Path(out) if out else Path(f"{stem}.toml")
     if target.exists() or target.is_symlink():
-        return console.fail(f"{target}: exists; refusing to overwrite it (--out another path)")
+        raise LeakbedError(f"{target}: exists; refusing to overwrite it (--out another path)")
     if not target.parent.is_dir():
-        return console.fail(f"--out {target}: no such folder {target.parent}")
+        raise LeakbedError(f"--out {target}: no such folder {target.parent}")
     shutil.copyfile(CONFIGS / f"{stem}.toml", target)
     run = "sweep" if stem.startswith("sweep-") else "run"
     shown = console.command(console.shown_path(target))
