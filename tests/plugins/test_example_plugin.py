@@ -127,7 +127,7 @@ def test_leakbed_run_and_flwr_run_run_the_plugin_sandboxed_and_score_it(example_
     assert "Successfully started run" in log, log[-2000:]
     m = _metrics(hidden)
     assert m["defenses"] == [{"name": "hide-bias", "fraction": 1.0, "users": [], "suffix": ".bias"}]
-    assert m["suite"]["bias-labels"]["x_chance"] < 1.3, m["suite"]["bias-labels"]
+    assert m["plugin_scored"]["bias-labels"]["x_chance"] < 1.3, m["plugin_scored"]["bias-labels"]
     frozen = (hidden / "config.toml").read_text()
     assert "[attack.params.bias-labels]" in frozen and 'suffix = ".bias"' in frozen  # frozen with its defaults
 
