@@ -13,6 +13,15 @@ model (``core.batched_training.unsupported``: RNNs other than a unidirectional, 
 ``nn.LSTM``, dropout between LSTM layers, dropout variants other than ``nn.Dropout``, a dropout
 module run twice per forward, modules with buffers besides batch norm's running statistics) or
 where the attack keys name a buffer rather than a parameter.
+
+Several lanes share a round's work (``share``: the k-th of n shares of the known users, ``share_of``), each
+training its share as the whole set trains it: the same chunks, each step padded and on the loss path of the whole
+chunk (``core.batched_training``'s ``company``), the same seeds; the pool files the shares' updates in the
+knowledge's order. The one-user loop gives the same updates bit for bit whatever the split; so does the batched
+path where each kernel computes a user's slice of the stack alike whatever the stack's size (the LSTM language
+model: the same bits in 1, 2, 3 or 7 shares, measured); where a kernel picks another algorithm for a smaller stack
+(a convolution's weight gradient over one or two users, on oneDNN) an update differs in its last bits (the
+quickstart's CNN in 2, 3 or 7 shares: at most 6e-8 apart). ``tests/attacks/test_shadow_shares.py`` holds both.
 """
 
 from __future__ import annotations
@@ -39,11 +48,15 @@ def shadow_seed(knowledge: AttackerKnowledge, rnd: int, user: str) -> int:
 
 
 def shadow_updates(
-    knowledge: AttackerKnowledge, snapshot: RoundSnapshot, timings: dict[str, float] | None = None
+    knowledge: AttackerKnowledge,
+    snapshot: RoundSnapshot,
+    timings: dict[str, float] | None = None,
+    share: tuple[int, int] = (0, 1),
 ) -> tuple[list[str], np.ndarray]:
-    """(identities, vectors) of one shadow update per known user at this round; ``timings``, when
-    given, accumulates wall seconds per phase (benchmarks.shadow reports them): model, train or the
-    batched phases (plan, prepare, gradients, optimizer, collect), vectors."""
+    """(identities, vectors) of one shadow update per known user of ``share`` (the k-th of n shares: ``share_of``;
+    all of them by default) at this round, in the knowledge's order; ``timings``, when given, accumulates wall
+    seconds per phase (benchmarks.shadow reports them): model, train or the batched phases (plan, prepare,
+    gradients, optimizer, collect), vectors."""
     clock = [time.perf_counter()]
 
     def lap(phase: str | None) -> None:
@@ -57,12 +70,14 @@ def shadow_updates(
     model = build_model(knowledge.model, knowledge.corpus_meta)
     load_arrays(model, snapshot.arrays)  # also checks the round's arrays fit the model
     users = list(knowledge.prior)
+    mine = share_of(knowledge, share)
     batched = batchable(knowledge, model)
     lap("model")
     if batched:
-        return users, _batched(knowledge, snapshot, model, cfg, device, timings, lap)
+        return [users[i] for i in mine], _batched(knowledge, snapshot, model, cfg, device, timings, lap, share)
     vectors = []
-    for user, data in knowledge.prior.items():
+    for i in mine:
+        user, data = users[i], knowledge.prior[users[i]]
         load_arrays(model, snapshot.arrays)
         seed = shadow_seed(knowledge, snapshot.round, user)
         torch.manual_seed(seed)
@@ -70,7 +85,25 @@ def shadow_updates(
         lap("train")
         vectors.append(delta_vector(snapshot.arrays, state_arrays(model), knowledge.keys))
         lap("vectors")
-    return users, np.stack(vectors)
+    return [users[i] for i in mine], np.stack(vectors)
+
+
+def by_size(knowledge: AttackerKnowledge) -> list[int]:
+    """The known users (indices in the knowledge's order), largest prior first: the batched path's chunk order."""
+    users = list(knowledge.prior)
+    return sorted(range(len(users)), key=lambda i: -len(knowledge.prior[users[i]]))
+
+
+def share_of(knowledge: AttackerKnowledge, share: tuple[int, int]) -> list[int]:
+    """The users of the k-th of n shares (indices in the knowledge's order, ascending): every n-th user in ``by_size``
+    order from the k-th, so the shares hold about as many examples each, and each chunk's users spread over them."""
+    k, n = share
+    if not 0 <= k < n:
+        raise ValueError(f"share {k} of {n}: want 0 <= k < n")
+    mine = sorted(by_size(knowledge)[k::n])
+    if not mine:
+        raise ValueError(f"share {k} of {n} holds none of the {len(knowledge.prior)} known users")
+    return mine
 
 
 def batchable(knowledge: AttackerKnowledge, model: torch.nn.Module) -> bool:
@@ -89,33 +122,42 @@ def _batched(
     device: torch.device,
     timings: dict[str, float] | None,
     lap: Callable[[str | None], None],
+    share: tuple[int, int] = (0, 1),
 ) -> np.ndarray:
-    """Shadow vectors in ``knowledge.prior`` order; users of similar size share a chunk (fewer idle steps)."""
+    """Shadow vectors of ``share``'s users in the knowledge's order; users of similar size share a chunk (fewer idle
+    steps). The chunks are the whole set's; a share trains its users of each chunk in that chunk's company."""
     users = list(knowledge.prior)
     task = knowledge.corpus_meta.task
-    by_size = sorted(range(len(users)), key=lambda i: -len(knowledge.prior[users[i]]))
+    order = by_size(knowledge)
+    k, n = share
     sample = next((d.x for d in knowledge.prior.values() if len(d)), None)
     cap = knowledge.shadow_batch_users
     per = chunk_users(model, torch.from_numpy(sample), task, cfg, device, cap) if sample is not None else 1
     lap("plan")
-    vectors: list[np.ndarray] = [np.empty(0, np.float32)] * len(users)
-    for start in range(0, len(users), per):
-        part = by_size[start : start + per]
+    seeds = {i: shadow_seed(knowledge, snapshot.round, users[i]) for i in order}
+    vectors: dict[int, np.ndarray] = {}
+    for start in range(0, len(order), per):
+        chunk = order[start : start + per]
+        part = [i for pos, i in enumerate(chunk, start) if pos % n == k]
+        if not part:
+            continue
+        company = [(len(knowledge.prior[users[i]]), seeds[i]) for i in chunk] if len(part) < len(chunk) else []
         local = batched_local_updates(
             model,
             snapshot.arrays,
             [knowledge.prior[users[i]] for i in part],
             task,
             cfg,
-            seeds=[shadow_seed(knowledge, snapshot.round, users[i]) for i in part],
+            seeds=[seeds[i] for i in part],
             device=device,
             keys=knowledge.keys,
             timings=timings,
+            company=company,
         )
         lap(None)  # the batched phases are in timings already
         for j, i in enumerate(part):
-            vectors[i] = delta_vector(snapshot.arrays, {k: v[j].numpy() for k, v in local.items()}, knowledge.keys)
+            vectors[i] = delta_vector(snapshot.arrays, {key: v[j].numpy() for key, v in local.items()}, knowledge.keys)
         del local
         release_free_heap()  # the next chunk's tensors differ in size: without it the heap keeps growing
         lap("vectors")
-    return np.stack(vectors)
+    return np.stack([vectors[i] for i in sorted(vectors)])

@@ -24,6 +24,12 @@ What makes it the loop's training rather than an approximation:
   state). Short batches (an epoch's last) are padded with a per-example mask and the loss is the
   mean over the real examples (for next-token: over targets != 0, as ``loss_fn``'s
   ``ignore_index=0``); a group without padding uses ``loss_fn`` itself.
+* A share of a chunk (``company``): how far a step pads and which loss it takes depend on the
+  users trained together, so a caller that trains a share of a chunk here (one of several shadow
+  lanes) names the whole chunk, and each step pads and takes the loss path as the whole chunk's
+  would. Each user's update is then the whole chunk's, bit for bit, where the kernels compute a
+  user's slice of a stack alike whatever the stack's size, and within float tolerance where one
+  picks another algorithm for a smaller stack (``attacks.shadow``; ``tests/attacks/test_shadow_shares.py``).
 * Batch norm: in train mode it normalises with the batch's statistics and only *writes* its
   running statistics, which no parameter depends on. The working copy drops them
   (``torch.func.replace_all_batch_norm_modules_``), so the parameters train as in the loop; the
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -378,12 +385,15 @@ def batched_local_updates(
     device: torch.device,
     keys: Sequence[str],
     timings: dict[str, float] | None = None,
+    company: Sequence[tuple[int, int]] = (),
 ) -> dict[str, torch.Tensor]:
     """Parameters ``keys`` after each user's ``local_update`` from ``global_arrays``, stacked (users, ...)
     on the CPU in the order of ``data``; dropout as if ``torch.manual_seed(seeds[u])`` came first.
 
     One computation for all users given: the caller chunks (``chunk_users``) to bound memory.
     ``timings``, when given, accumulates seconds per phase (prepare, gradients, optimizer, collect).
+    ``company``: (examples, seed) of every user of the chunk that ``data`` is a share of (``data``'s own
+    included); each step then pads and takes its loss path as that chunk's, so the updates are the chunk's.
     """
     clock = _Clock(device, timings)
     nonempty = [d for d in data if len(d)]
@@ -395,6 +405,9 @@ def batched_local_updates(
     plans = [batch_indices(len(d), cfg, seed) for d, seed in zip(data, seeds, strict=True)]
     order = sorted(range(users), key=lambda u: (-len(plans[u]), [-len(i) for i in plans[u]]))
     sizes = [[len(i) for i in plans[u]] for u in order]
+    if company and Counter((len(d), seed) for d, seed in zip(data, seeds, strict=True)) - Counter(company):
+        raise ValueError("company must hold every user given (examples, seed)")
+    shape = _step_shapes([[len(i) for i in batch_indices(n, cfg, seed)] for n, seed in company] if company else sizes)
     probe = _probe(model, example) if example is not None else _Probe([], 0, 0, False)
     head = _fused_head(model, task, probe, device)
     work = _working_copy(model, device, head)
@@ -427,6 +440,9 @@ def batched_local_updates(
         grads: dict[str, torch.Tensor] = {}
         for lo, hi in runs:
             b = max(sizes[r][step] for r in range(lo, hi))
+            padded = any(sizes[r][step] < b for r in range(lo, hi))
+            if not split:  # one group of every active user: padded to the chunk's batch, on the chunk's loss path
+                b, padded = shape[step]
             idx = torch.zeros((hi - lo, b), dtype=torch.long)
             real = torch.zeros((hi - lo, b), dtype=torch.bool)
             for j, r in enumerate(range(lo, hi)):
@@ -437,7 +453,7 @@ def batched_local_updates(
             idx = idx.to(device)
             group = {n: p[lo:hi] for n, p in params.items()}
             drop_masks = {name: _stack_padded([masks[r][step][name] for r in range(lo, hi)], b) for name in masks[lo][step]}
-            g = grads_of[not bool(real.all())](group, drop_masks, xs[idx], ys[idx], real.to(device))
+            g = grads_of[padded](group, drop_masks, xs[idx], ys[idx], real.to(device))
             if len(runs) == 1:
                 grads = g
                 break
@@ -473,6 +489,16 @@ class _Clock:
 def _stack_padded(parts: list[torch.Tensor], b: int) -> torch.Tensor:
     """Masks of a group's users, each padded with zeros to ``b`` rows."""
     return torch.stack([nn.functional.pad(p, (0, 0) * (p.dim() - 1) + (0, b - p.shape[0])) for p in parts])
+
+
+def _step_shapes(sizes: list[list[int]]) -> list[tuple[int, bool]]:
+    """Per step, over the users still training (each user's batch sizes in ``sizes``): the batch the group pads to
+    (the largest) and whether any of them is padded (its loss path)."""
+    out = []
+    for step in range(max((len(s) for s in sizes), default=0)):
+        now = [s[step] for s in sizes if len(s) > step]
+        out.append((max(now), min(now) < max(now)))
+    return out
 
 
 def _runs(sizes: list[int], *, split: bool) -> list[tuple[int, int]]:

@@ -278,9 +278,8 @@ class WorkersConfig(Section):
         0,
         ge=0,
         le=64,
-        description="lanes per prior training the attacker's shadow updates, each a whole round at a time (the same "
-        "updates whatever their number); 0 = one per attack task running at once (count), at most this host's CPUs "
-        "[lanes]",
+        description="lanes per prior training the attacker's shadow updates, each a share of every round's known "
+        "users; 0 = one per attack task running at once (count), at most this host's CPUs [lanes]",
     )
     queue_size: int = Field(256, ge=1, le=1_000_000, description="bounded tap queue [items]")
     submit_timeout: float = Field(60.0, gt=0.0, le=3600.0, description="wait for queue space before counting a drop [s]")

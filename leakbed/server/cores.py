@@ -23,12 +23,13 @@ def shadow_lanes(cfg: ExperimentConfig, cpus: int | None = None) -> int:
     run at once (``workers.count``), at most the CPUs of this host (``cpus``, default ``host_cpus``; remote workers:
     ``workers.count``).
 
-    Each lane is a process of one torch thread (``workers.lane``) that takes whole rounds: the shadow training runs on
-    as many cores as the attack side may use at once, never more (the pool runs at most ``workers.count`` lane tasks
-    at once), and its numbers do not depend on how many lanes there are (a round is computed as by a lone lane). Not
-    threads in one lane: a round's numbers would then depend on the thread count (floating-point reductions are split
-    by thread), and threads that wait for each other on cores the federation holds are slow (``benchmarks.shadow`` on
-    2 busy cores: the LSTM language model's round took 4x as long on 2 threads as on 1; benchmarks/README.md)."""
+    Each lane is a process of one torch thread (``workers.lane``) that trains its share of every round's known users
+    (``attacks.shadow.share_of``, each user as the whole set trains it): the shadow training runs on as many cores as
+    the attack side may use at once, never more (the pool runs at most ``workers.count`` lane tasks at once), and a
+    round's shadow updates are ready in about 1/n of one lane's time. Processes, not threads in one lane: threads that
+    wait for each other on cores the federation holds are slow (``benchmarks.shadow`` on 2 busy cores: the LSTM
+    language model's round took 4x as long on 2 threads as on 1; benchmarks/README.md), and their split of each
+    floating-point reduction would change every update's last bits with the thread count."""
     w = cfg.workers
     if w.shadow_lanes:
         return w.shadow_lanes

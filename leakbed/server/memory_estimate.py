@@ -120,14 +120,15 @@ def estimate(cfg: ExperimentConfig, fed: Federation, declarations: dict[str, Dec
     actors = max(1, cpus // cfg.simulation.client_cpus)
     per_actor = ACTOR + (0.0 if lazy else corpus_mib * (1 + LOADED)) + 6 * model_mib
 
-    # the lanes peak in the rounds (each shadow lane trains a chunk of users at once) or in the fit after them (the
-    # shadow lanes idle, workers.count lanes each holding every shadow and anonymous update)
+    # the lanes peak in the rounds (each shadow lane trains its share of a chunk of users at once) or in the fit after
+    # them (the shadow lanes idle, workers.count lanes each holding every shadow and anonymous update)
     updates = cfg.fl.rounds * (users + sampled)  # shadow updates (one per known user a round) and anonymous ones
     fit = FIT_COPIES * updates * width * 4 / MIB
     shadows = shadow_lanes(cfg, cpus)
     shadow_lane = LANE + prior * example / MIB
     more_shadow = (shadows - 1) * (LANE_MORE + prior * example / MIB)
-    chunk = min(SHADOW_CHUNK / MIB, min(users, cfg.attack.shadow_batch_users or 1) * 4 * model_mib)
+    share = -(-min(users, cfg.attack.shadow_batch_users or 1) // shadows)  # users of a chunk in one lane's share
+    chunk = min(SHADOW_CHUNK / MIB, share * 4 * model_mib)
     lanes = shadow_lane + more_shadow + max(shadows * chunk, cfg.workers.count * (LANE_MORE + fit))
 
     return Estimate((

@@ -5,11 +5,13 @@ into the prior's store (the attacks' inputs: written by trusted code only, read-
 attack then runs in a *lane* of its own, one sandbox per attack and prior (``workers.lane``): the shadow lanes train
 the attacker's shadow updates on each round's global model (the pool checks them and files them into the store),
 an attack's lane runs its per-round hook, then ``fit`` and ``predict``. A prior has ``shadow_lanes`` shadow lanes, so
-the shadow training keeps up with the federation on the cores the attack side is given: each round goes whole to the
-least busy one (a lane of one torch thread computes a round exactly as a lone lane does: the same updates, bit for
-bit, whatever their number), and the attacks' per-round hooks follow the rounds in the order they were filed. No
-attack shares a process, a folder or an output with another; an attack that builds on another's outputs
-(``Declaration.builds_on``) is handed them, checked and read-only, once they are written.
+the shadow training keeps up with the federation on the cores the attack side is given: lane k of n trains share k
+of every round's known users (``attacks.shadow.share_of``, each user as the whole set trains it), the pool checks
+each share, files the round once every share is in (in the knowledge's order, as a lone lane files it; a share that
+fails leaves the round without shadow updates, as a lone lane's failure did), and the attacks' per-round hooks
+follow the rounds in the order they were filed. No attack shares a process, a folder or an output with
+another; an attack that builds on another's outputs (``Declaration.builds_on``) is handed them, checked and
+read-only, once they are written.
 
 What a lane hands back is hostile data (``workers.hostile``): replies are bounded, arrays are checked before they
 are allocated, texts are shown as the attack's words, numbers are checked (``workers.numbers``). Every task has a
@@ -125,6 +127,16 @@ class _Task:
     deadline: float = 0.0
     deaths: int = 0
     store: str = ""
+    share: tuple[int, int] = (0, 1)  # a shadow round: the k-th of n shares of the known users
+
+
+@dataclass
+class _ShadowRound:
+    """A round's shares as the shadow lanes hand them back: (labels, vectors) by share; how many ended."""
+
+    parts: dict[int, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    ended: int = 0
+    failed: bool = False
 
 
 @dataclass
@@ -138,11 +150,6 @@ class _Lane:
     handle: Lane | None = None
     thread: threading.Thread | None = None
     done: bool = False  # stop once its queue is empty
-    running: bool = False  # a task of it is in its lane now
-
-    def load(self) -> int:
-        """Tasks queued or running (the shadow lanes' rounds go to the least loaded)."""
-        return len(self.tasks) + self.running
 
 
 class AttackPool:
@@ -181,6 +188,7 @@ class AttackPool:
         self._store = UpdateStore(self._root / self._run_id)
         knowledge.save(self._store.root)  # the lanes read the knowledge from the run's store, once each
         self._known = set(knowledge.prior)
+        self._rank = {u: i for i, u in enumerate(knowledge.prior)}  # the order the shadow updates are filed in
         self._keys = list(knowledge.keys)
         self._widths: dict[int, int] = {}  # round -> the attack layers' size in its global model (a shadow update's)
         self._decl = declarations
@@ -204,8 +212,9 @@ class AttackPool:
         self._pending_fits = 0
         self._fits_wanted: list[str] = []  # the final fits the last ``fit`` asked for, by name
         self._shadow_lanes: list[_Lane] = []
+        self._shadow_rounds: dict[int, _ShadowRound] = {}  # rounds whose shares are not all in yet
         self._shadow_order: deque[int] = deque()  # rounds handed to the shadow lanes, as filed: their hooks follow it
-        self._shadow_over: set[int] = set()  # of those, rounds whose shadow task ended (filed or failed)
+        self._shadow_over: set[int] = set()  # of those, rounds whose shadow part ended (filed or failed)
         self._filed: list[str] = []  # the run's anonymous update ids, as filed
         self.stats = PoolStats()
         logs = log_dir or self._root.parent / f"{self._root.name}-logs"
@@ -317,16 +326,38 @@ class AttackPool:
         if not self._shadow:
             self._round_tasks(snap.round)
             return
+        n = len(self._shadow_lanes)
         with self._lock:
             self._pending_rounds[snap.round] = self._pending_rounds.get(snap.round, 0) + 1
             self._shadow_order.append(snap.round)
-            lane = min(self._shadow_lanes, key=_Lane.load)  # the first of the least loaded
-        self._enqueue(lane, _Task("round", round=snap.round, deadline=self._task_deadline))
+            self._shadow_rounds[snap.round] = _ShadowRound()
+        for k, lane in enumerate(self._shadow_lanes):
+            self._enqueue(lane, _Task("round", round=snap.round, deadline=self._task_deadline, share=(k, n)))
+
+    def _shadow_share(self, task: _Task, part: tuple[list[str], np.ndarray] | None) -> None:
+        """A share of round ``task.round`` ended (``part``: its checked labels and vectors; None: it failed). Once every
+        share has, the round's shadow updates are filed in the knowledge's order (the order of a lone lane's), or, if
+        a share failed, not at all (the hooks still see the round)."""
+        with self._lock:
+            entry = self._shadow_rounds[task.round]
+            entry.ended += 1
+            entry.failed = entry.failed or part is None
+            if part is not None:
+                entry.parts[task.share[0]] = part
+            if entry.ended < task.share[1]:
+                return
+            del self._shadow_rounds[task.round]
+        if not entry.failed:
+            labels = [u for k in sorted(entry.parts) for u in entry.parts[k][0]]
+            vectors = np.concatenate([entry.parts[k][1] for k in sorted(entry.parts)])
+            order = sorted(range(len(labels)), key=lambda i: self._rank[labels[i]])  # stable: a share's own order kept
+            self._store.write_shadow(task.round, [labels[i] for i in order], vectors[order])
+        self._shadow_over_for(task.round)
 
     def _shadow_over_for(self, rnd: int) -> None:
-        """Round ``rnd``'s shadow task ended (its updates filed, or failed): the per-round hooks of every round whose
-        shadow task has ended follow, in the order the rounds were filed (a hook never sees a round before an
-        earlier one, whichever shadow lane finished first), and each such round's shadow part is done."""
+        """Round ``rnd``'s shadow part ended (its updates filed, or failed): the per-round hooks of every round whose
+        shadow part has ended follow, in the order the rounds were filed (a hook never sees a round before an
+        earlier one), and each such round's shadow part is done."""
         ready = []
         with self._lock:
             self._shadow_over.add(rnd)
@@ -410,13 +441,8 @@ class AttackPool:
                     if self._stop.is_set() or not lane.tasks:
                         return
                     task = lane.tasks.popleft()
-                    lane.running = True
-                try:
-                    with self._slots:
-                        self._run(lane, task)
-                finally:
-                    with self._lock:
-                        lane.running = False
+                with self._slots:
+                    self._run(lane, task)
         finally:
             with self._lock:  # the decision to end and leaving the lane are one step (see ``_enqueue``)
                 handle, lane.handle, lane.thread = lane.handle, None, None
@@ -470,6 +496,8 @@ class AttackPool:
     def _call(self, lane: _Lane, task: _Task) -> None:
         """One task in its lane (started or restarted as needed), its outputs checked and accepted, or failed."""
         request: dict[str, Any] = {"op": task.op, "round": task.round, "partial": task.partial}
+        if lane.spec.kind == "shadow":
+            request["share"] = list(task.share)
         given = np.asarray(self._given(lane.store)) if task.op == "fit" else None
         while True:
             try:
@@ -536,10 +564,9 @@ class AttackPool:
             if lane.spec.kind == "shadow":
                 arrays = load_npz(body, max_bytes=self._max_result, schema=SHADOW_SCHEMA, extra=False)
                 self._check_shadow(arrays, task.round)
-                self._store.write_shadow(task.round, [str(x) for x in arrays["labels"]], arrays["vectors"])
                 with self._lock:
                     self.stats.shadow_seconds += seconds
-                self._shadow_over_for(task.round)
+                self._shadow_share(task, ([str(x) for x in arrays["labels"]], arrays["vectors"]))
                 return
             self._round_done(task.round, 0.0)
             return
@@ -629,7 +656,7 @@ class AttackPool:
             self._lock.notify_all()
         if task.op == "round":
             if lane.spec.kind == "shadow":
-                self._shadow_over_for(task.round)  # the hooks still see the round, without its shadow updates
+                self._shadow_share(task, None)  # the hooks still see the round, without its shadow updates
                 return
             self._round_done(task.round, 0.0)
 

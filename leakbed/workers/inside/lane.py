@@ -3,10 +3,10 @@
 ``python -m workers.inside.lane --in FD --out FD``: trusted code (``workers.lane``) sends frames on one pipe and
 reads the replies on the other (``workers.frames``). The first frame opens the lane: which attack, under which
 output name, with which (already validated) parameters, where its inputs are (read-only) and which upstream
-outputs it may read. Then, per frame: ``round`` (the shadow lane trains on the round's global model and hands back
-its shadow updates; an attack lane runs its ``on_round`` hook), ``fit`` (``fit`` then ``predict``; the outputs go
-back as an ``.npz`` body), ``stop``. Everything here imports attack code: it never runs outside a sandbox, save
-where the run switched the sandbox off (and says so first in its report).
+outputs it may read. Then, per frame: ``round`` (a shadow lane trains its ``share`` of the known users on the round's
+global model and hands back their shadow updates; an attack lane runs its ``on_round`` hook), ``fit`` (``fit`` then
+``predict``; the outputs go back as an ``.npz`` body), ``stop``. Everything here imports attack code: it never runs
+outside a sandbox, save where the run switched the sandbox off (and says so first in its report).
 """
 
 from __future__ import annotations
@@ -88,12 +88,12 @@ class Lane:
         return AttackContext(self.o.output, InputsView(self.o.inputs), self.knowledge(), params, self.o.folder,
                              dict(self.o.upstream), dict(self.o.peers))
 
-    def round(self, rnd: int) -> bytes:
+    def round(self, rnd: int, share: tuple[int, int] = (0, 1)) -> bytes:
         snap = _snapshot(self.o.inputs, rnd)
-        if self.o.kind == "shadow":
+        if self.o.kind == "shadow":  # its share of the known users (the pool's shadow lanes split every round)
             from leakbed.attacks.shadow import shadow_updates
 
-            labels, vectors = shadow_updates(self.knowledge(), snap)
+            labels, vectors = shadow_updates(self.knowledge(), snap, share=share)
             return npz_bytes({"labels": np.asarray(labels), "vectors": np.asarray(vectors, np.float32)})
         from leakbed.attacks import registry
 
@@ -151,7 +151,8 @@ def serve(fd_in: int, fd_out: int) -> int:
         t0 = time.perf_counter()
         try:
             if op == "round":
-                body = lane.round(int(request["round"]))
+                k, n = request.get("share", (0, 1))
+                body = lane.round(int(request["round"]), (int(k), int(n)))
             elif op == "fit":
                 body = lane.fit()
             elif op == "ping":
