@@ -37,7 +37,7 @@ Ray (``tests/leakbed/test_plugin_api.py``).
 ``API_VERSION`` is the version of this contract, (major, minor), apart from the distribution's version: a minor
 release adds names or optional hooks, a major one removes or changes them. A name is removed only after it has
 warned for at least one minor release (``LeakbedDeprecationWarning`` on first use) and only in a major release
-(``docs/reference/deprecation-policy.md``).
+(``docs/explanation/deprecation-policy.md``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ _LAZY: Final = {
     "reply_mod": "leakbed.defenses.mod_reply",
 }
 # a deprecated name -> (the name that replaces it, the API_VERSION that deprecated it): it keeps working, warning once
-# per process, until the next major version removes it (docs/reference/deprecation-policy.md); none today
+# per process, until the next major version removes it (docs/explanation/deprecation-policy.md); none today
 _DEPRECATED: Final[dict[str, tuple[str, tuple[int, int]]]] = {}
 
 __all__ = [

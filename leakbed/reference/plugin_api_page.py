@@ -48,7 +48,7 @@ The module is typed and versioned: the contracts are generic over a plugin's own
 (`class MyAttack(Attack[MyParams])`, so `ctx.params` is a `MyParams` to a type checker, and `params` is set from
 the subscript), `mypy --strict` passes over it and leakbed's own plugins in the test suite
 ([Type-check a plugin](../how-to/type-check-a-plugin.md)), and `API_VERSION` is the contract's version
-([version and deprecation policy](deprecation-policy.md)).
+([version and deprecation policy](../explanation/deprecation-policy.md)).
 
 *Generated from `leakbed/plugin.py`, `leakbed/core/declaration.py`, `leakbed/attacks/contract.py`, `leakbed/attacks/scoring.py`,
 `leakbed/core/inputs.py`, `leakbed/referee/kinds.py` and `leakbed/referee/schemas.py` by `leakbed/reference/plugin_api_page.py`.*
@@ -540,7 +540,7 @@ def document_name(plugin: types.ModuleType, name: str) -> list[str]:
                 "are published under.", ""]
     if isinstance(obj, tuple):
         return [*out, f"`{name} = {obj!r}`: the version of this contract, (major, minor): a minor release adds, a major "
-                "one removes or changes ([version and deprecation policy](deprecation-policy.md)).", ""]
+                "one removes or changes ([version and deprecation policy](../explanation/deprecation-policy.md)).", ""]
     if isinstance(obj, types.GenericAlias):
         return [*out, f"`{name} = {type_text(obj)}`: array name → array.", ""]
     out += [f"*from `{obj.__module__}`*", ""]

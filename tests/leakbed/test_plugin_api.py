@@ -61,7 +61,7 @@ def test_every_exported_name_resolves_and_the_lazy_ones_are_typed() -> None:
 def test_the_api_version_is_major_minor() -> None:
     major, minor = plugin.API_VERSION
     assert isinstance(major, int) and isinstance(minor, int) and major >= 1 and minor >= 0
-    page = (REPO / "docs" / "reference" / "deprecation-policy.md").read_text()
+    page = (REPO / "docs" / "explanation" / "deprecation-policy.md").read_text()
     assert f"`API_VERSION` is `({major}, {minor})`" in page  # the policy page states the version it describes
 
 
