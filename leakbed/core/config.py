@@ -30,7 +30,8 @@ PriorRule = Literal["random", "chrono"]
 DataSource = Literal["synthetic", "leaf", "tff-hdf5", "table", "flwr-datasets"]
 # Attack and defense names: plugins published under the entry-point groups leakbed.attacks and
 # leakbed.defenses; the product checks a config's names against them before anything starts.
-_PLUGIN_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+# ``distribution:name`` selects the plugin one distribution publishes (the distribution's name as pip normalizes it)
+_PLUGIN_NAME = re.compile(r"(?:[a-z0-9][a-z0-9-]{0,99}:)?[a-z][a-z0-9-]{0,39}")
 ModelName = Literal["auto", "cnn", "mobilenet_v3_small", "resnet18", "lstm-lm", "lstm-classifier"]
 
 
@@ -52,7 +53,8 @@ def _attack_names(names: list[str]) -> list[str]:
 
 def _plugin_name(name: str) -> str:
     if not _PLUGIN_NAME.fullmatch(name):
-        raise ValueError(f"bad plugin name {name!r}: lower-case letters, digits and '-', starting with a letter")
+        raise ValueError(f"bad plugin name {name!r}: lower-case letters, digits and '-', starting with a letter "
+                         "(distribution:name selects one distribution's)")
     return name
 
 

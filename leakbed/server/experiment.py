@@ -143,12 +143,16 @@ def run_federation(
         probe.mark("evaluation", rnd, pool_depth=pool.depth(), threads=evaluation_threads(cfg, run.device))
         tel.utility(utility["utility"])
         observe_round(tel, rnd, tap.rounds.get(rnd), pool.stats, pool.depth())
-        if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds:
-            pool.score(names)  # interim scores for the privacy-over-rounds gauges
+        if cfg.attack.score_every and rnd and rnd % cfg.attack.score_every == 0 and rnd < cfg.fl.rounds and interim:
+            pool.score(interim)  # interim scores for the privacy-over-rounds gauges
         return MetricRecord(utility)
 
+    # a plugin's own scorer is handed its truth only once no lane of this prior can run (after the pool closed): no
+    # interim score runs it, so a lane can never run beside a scoring sandbox that holds the truth
+    interim = [n for n in names if declarations[n].scoring.kind != "plugin"]
+
     def interim_score(name: str, partial: bool) -> None:
-        if partial:
+        if partial and name in interim:
             tel.attack(name, judge.interim(name))
 
     pool = run.pool(names, on_fit=interim_score)
