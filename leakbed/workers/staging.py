@@ -316,7 +316,7 @@ def _take(fd: int, rel: str, into: str, got: _Read) -> None:
         raise StagingError(f"more than {MAX_FILES} files")
     got.size += st.st_size
     if got.size > MAX_BYTES:
-        raise StagingError(f"more than {MAX_BYTES >> 20} MiB of files")
+        raise StagingError(f"more than {MAX_BYTES} bytes of files")
     chunks, left = [], st.st_size + 1
     while left > 0:
         chunk = os.read(fd, min(left, 1 << 20))
@@ -547,7 +547,10 @@ def _stage(lay: Layout, dist: Distribution | None) -> Staged:
     done = _staged.get(key) if key is not None else None
     if done is not None and done.root.is_dir():
         return done
-    staged = stage_read(lay, read(lay, dist))
+    try:
+        staged = stage_read(lay, read(lay, dist))
+    except OSError as err:  # a folder it may not read, a full disk: one line
+        raise StagingError(f"distribution {lay.name!r}: {err.filename or ''}: {err.strerror}") from None
     if key is not None:
         _staged[key] = staged
     return staged
