@@ -1,7 +1,8 @@
 """What one sandbox per attack costs: a whole run's wall time and peak memory, a lane's start, the introspection.
 
 ``python -m benchmarks.lanes [--config quickstart] [--set KEY=VALUE ...] [--tree DIR] [--skip-run]``
-``python -m benchmarks.lanes --config text-50 --set 'split.priors=["random"]' --against DIR [--against-config FILE]``
+``python -m benchmarks.lanes --config text-50 --set 'split.priors=["random"]' --against DIR [--against-config FILE]
+[--against-set KEY=VALUE ...]``
 
 * the run: ``leakbed run`` of the config in a process of its own, its whole process tree sampled
   (``benchmarks.measure.TreeMemory``: summed RSS every 0.2 s, summed PSS every 2 s) and timed; with ``--tree DIR``
@@ -12,7 +13,8 @@
 * this checkout only: the start of a lane (sandboxed and plain; an attack's lane and the shadow lane, which loads
   torch's lazy parts), and the introspection of leakbed's built-in attacks with an empty cache, then cached;
 * ``--against DIR``: the same run from the checkout at ``DIR`` first (its config ``--against-config``, default
-  ``--config``; the same ``--set``), then from ``--tree``, one after the other on this machine; printed: each wall
+  ``--config``; the same ``--set``, then ``--against-set``), then from ``--tree``, one after the other on this machine
+  (``--against`` may be ``--tree`` itself with other settings, e.g. ``--against-set workers.shadow_lanes=1``); printed: each wall
   time and their ratio, each prior's attack lag (``max_lag_rounds``: how many rounds after its own the attack side
   finished a round at worst), the attack side's time after the last round (drain and fit), the machine's load
   before and after each, and whether every attacker's AP, chance AP, top-1 and top-5 and the final utility are the
@@ -81,9 +83,9 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
-def compare(config: str, against_config: str, sets: list[str], tree: Path, against: Path) -> dict:
+def compare(config: str, against_config: str, sets: list[str], tree: Path, against: Path, against_sets: list[str]) -> dict:
     """The run from ``against`` first, then from ``tree``; their wall times, lags and numbers side by side."""
-    old = run_once(against_config, sets, against)
+    old = run_once(against_config, [*sets, *against_sets], against)
     new = run_once(config, sets, tree)
     diff = differences(old["numbers"], new["numbers"])
     rows = [("", str(against), str(tree))]
@@ -164,13 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-run", action="store_true", help="only the lane starts and the introspection")
     p.add_argument("--against", help="another checkout whose run goes first, compared with this one (no lane starts)")
     p.add_argument("--against-config", help="the config --against runs (default: --config)")
+    p.add_argument("--against-set", action="append", default=[], help="an override for --against's run only (repeatable)")
     args = p.parse_args(argv)
     tree = Path(args.tree).resolve()
     summary: dict = {"tree": str(tree), "config": args.config, "set": args.set}
     if args.against:
         against = Path(args.against).resolve()
-        summary.update(against=str(against), against_config=args.against_config or args.config)
-        summary["compare"] = compare(args.config, args.against_config or args.config, args.set, tree, against)
+        summary.update(against=str(against), against_config=args.against_config or args.config, against_set=args.against_set)
+        summary["compare"] = compare(args.config, args.against_config or args.config, args.set, tree, against, args.against_set)
         print(json.dumps(summary))
         return 0 if summary["compare"]["same_numbers"] else 1
     if not args.skip_run:

@@ -14,14 +14,12 @@ model (``core.batched_training.unsupported``: RNNs other than a unidirectional, 
 module run twice per forward, modules with buffers besides batch norm's running statistics) or
 where the attack keys name a buffer rather than a parameter.
 
-Several lanes share a round's work (``share``: the k-th of n shares of the known users, ``share_of``), each
+Several lanes may share a round's work (``share``: the k-th of n shares of the known users, ``share_of``), each
 training its share as the whole set trains it: the same chunks, each step padded and on the loss path of the whole
 chunk (``core.batched_training``'s ``company``), the same seeds; the pool files the shares' updates in the
-knowledge's order. The one-user loop gives the same updates bit for bit whatever the split; so does the batched
-path where each kernel computes a user's slice of the stack alike whatever the stack's size (the LSTM language
-model: the same bits in 1, 2, 3 or 7 shares, measured); where a kernel picks another algorithm for a smaller stack
-(a convolution's weight gradient over one or two users, on oneDNN) an update differs in its last bits (the
-quickstart's CNN in 2, 3 or 7 shares: at most 6e-8 apart). ``tests/attacks/test_shadow_shares.py`` holds both.
+knowledge's order. The one-user loop gives the same updates bit for bit whatever the split, and so does the batched
+path where ``core.batched_training.stack_invariant`` holds (no convolution); the pool splits rounds only there, and
+sends other rounds whole to one lane. ``tests/attacks/test_shadow_shares.py``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import torch
 from flwr.app import ConfigRecord
 
 from leakbed.core.adoption import defending_users
+from leakbed.core.batched_training import stack_invariant
 from leakbed.core.config import ExperimentConfig
 from leakbed.core.data import Federation, UserData, federation
 from leakbed.core.declaration import Declaration, needs_of
@@ -122,8 +123,15 @@ class RunParts:
             max_result_mb=w.limits.result,
             log_mb=w.limits.log,
             shadow_lanes=shadow_lanes(self.cfg),
+            shadow_shares=self.shadow_shares(),
             on_progress=self.attack_progress,
         )
+
+    def shadow_shares(self) -> bool:
+        """Whether the shadow lanes share every round (each a share of the known users) rather than take whole rounds:
+        where that gives every user the same bits as a lone lane, the one-user loop (``attack.shadow_batch_users`` 0)
+        or the batched path on a model without convolutions (``core.batched_training.stack_invariant``)."""
+        return not self.cfg.attack.shadow_batch_users or stack_invariant(self.model)
 
     def attack_progress(self, figures: dict[str, int]) -> None:
         """The attack pool's figures (``AttackPool.progress``) to ``progress`` as ``attack_<figure>`` values, beside the

@@ -5,11 +5,14 @@ into the prior's store (the attacks' inputs: written by trusted code only, read-
 attack then runs in a *lane* of its own, one sandbox per attack and prior (``workers.lane``): the shadow lanes train
 the attacker's shadow updates on each round's global model (the pool checks them and files them into the store),
 an attack's lane runs its per-round hook, then ``fit`` and ``predict``. A prior has ``shadow_lanes`` shadow lanes, so
-the shadow training keeps up with the federation on the cores the attack side is given: lane k of n trains share k
-of every round's known users (``attacks.shadow.share_of``, each user as the whole set trains it), the pool checks
-each share, files the round once every share is in (in the knowledge's order, as a lone lane files it; a share that
-fails leaves the round without shadow updates, as a lone lane's failure did), and the attacks' per-round hooks
-follow the rounds in the order they were filed. No attack shares a process, a folder or an output with
+the shadow training keeps up with the federation on the cores the attack side is given. With ``shadow_shares``, lane
+k of n trains share k of every round's known users (``attacks.shadow.share_of``, each user as the whole set trains
+it: a round is ready in about 1/n of a lone lane's time); without, each round goes whole to the least busy lane.
+Either way a round's updates are a lone lane's, bit for bit (the caller shares rounds only where the training gives
+each user the same bits in any share: ``core.batched_training.stack_invariant``); the pool checks each share, files
+the round once every share is in (in the knowledge's order, as a lone lane files it; a share that fails leaves the
+round without shadow updates, as a lone lane's failure did), and the attacks' per-round hooks follow the rounds in
+the order they were filed. No attack shares a process, a folder or an output with
 another; an attack that builds on another's outputs (``Declaration.builds_on``) is handed them, checked and
 read-only, once they are written.
 
@@ -83,6 +86,7 @@ class PoolStats:
     max_queue_depth: int = 0
     shadow_seconds: float = 0.0  # summed over the shadow lanes' round tasks
     shadow_lanes: int = 0  # lanes of this prior training the shadow updates
+    shadow_split: str = ""  # how they share the rounds: "shares" of every round, or "rounds" whole
     fits_running: int = 0  # fit tasks (interim ones included) in a lane right now
     fit_seconds: dict[str, float] = field(default_factory=dict)
     partial_fits: int = 0
@@ -150,6 +154,11 @@ class _Lane:
     handle: Lane | None = None
     thread: threading.Thread | None = None
     done: bool = False  # stop once its queue is empty
+    running: bool = False  # a task of it is in its lane now
+
+    def load(self) -> int:
+        """Tasks queued or running (a whole round goes to the least loaded shadow lane)."""
+        return len(self.tasks) + self.running
 
 
 class AttackPool:
@@ -181,6 +190,7 @@ class AttackPool:
         log_mb: int = 16,
         shadow: bool = True,
         shadow_lanes: int = 1,
+        shadow_shares: bool = True,
         on_progress: ProgressCallback | None = None,
     ) -> None:
         self._root = Path(store_root).resolve()
@@ -201,6 +211,7 @@ class AttackPool:
         self._on_fit = on_fit
         self._on_progress = on_progress
         self._shadow = shadow
+        self._shares = shadow_shares
         self._latest_round = 0
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Condition()
@@ -235,6 +246,7 @@ class AttackPool:
                 spec = LaneSpec(key=f"{self._run_id}/{output}", kind="shadow", output=output)
                 self._shadow_lanes.append(self._lane(spec, self._run_id))
             self.stats.shadow_lanes = len(self._shadow_lanes)
+            self.stats.shadow_split = "shares" if shadow_shares else "rounds"
         for name in params if shadow else ():  # a run's attacks with a per-round hook: their lanes start with it
             if declarations[name].on_round:
                 self._lane(self._spec(Fit(name)), self._run_id)
@@ -331,6 +343,10 @@ class AttackPool:
             self._pending_rounds[snap.round] = self._pending_rounds.get(snap.round, 0) + 1
             self._shadow_order.append(snap.round)
             self._shadow_rounds[snap.round] = _ShadowRound()
+            whole = None if self._shares else min(self._shadow_lanes, key=_Lane.load)  # the first of the least loaded
+        if whole is not None:
+            self._enqueue(whole, _Task("round", round=snap.round, deadline=self._task_deadline))
+            return
         for k, lane in enumerate(self._shadow_lanes):
             self._enqueue(lane, _Task("round", round=snap.round, deadline=self._task_deadline, share=(k, n)))
 
@@ -441,8 +457,13 @@ class AttackPool:
                     if self._stop.is_set() or not lane.tasks:
                         return
                     task = lane.tasks.popleft()
-                with self._slots:
-                    self._run(lane, task)
+                    lane.running = True
+                try:
+                    with self._slots:
+                        self._run(lane, task)
+                finally:
+                    with self._lock:
+                        lane.running = False
         finally:
             with self._lock:  # the decision to end and leaving the lane are one step (see ``_enqueue``)
                 handle, lane.handle, lane.thread = lane.handle, None, None

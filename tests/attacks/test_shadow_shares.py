@@ -1,8 +1,8 @@
 """Shares of a round's shadow training (``attacks.shadow.share_of``: what each of the pool's shadow lanes trains): the
 shares partition the known users, balanced by size, and merged they give the whole set's updates, bit for bit for
-the one-user loop and the LSTM language model, within float tolerance for the CNN (a convolution over fewer users
-may run another kernel); each share trains in its chunk's company (``core.batched_training``), without which its
-padded steps would differ."""
+the one-user loop and the batched LSTMs, within float tolerance for the batched CNN (a convolution over fewer users
+may run another kernel: ``stack_invariant`` says so, and the pool sends such rounds whole to one lane); each share
+trains in its chunk's company (``core.batched_training``), without which its padded steps would differ."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from leakbed.attacks.shadow import by_size, shadow_seed, shadow_updates, share_of
-from leakbed.core.batched_training import batched_local_updates
+from leakbed.core.batched_training import batched_local_updates, stack_invariant
 from leakbed.core.models import build_model
 from leakbed.core.records import RoundSnapshot
 from leakbed.core.training import TrainConfig
@@ -50,6 +50,14 @@ def test_a_share_that_is_none_is_refused(share: tuple[int, int]) -> None:
 
 
 CASES = [("lstm-lm", 64, True), ("lstm-classifier", 64, True), ("cnn", 0, True), ("cnn", 64, False)]
+
+
+@pytest.mark.parametrize(("name", "invariant"), [("lstm-lm", True), ("lstm-classifier", True), ("cnn", False),
+                                                 ("mobilenet_v3_small", False), ("resnet18", False)])
+def test_only_models_without_convolutions_are_stack_invariant(name: str, invariant: bool) -> None:
+    """What the pool's caller reads to share rounds (elsewhere rounds go whole to one lane)."""
+    knowledge, _ = _setup(name)
+    assert stack_invariant(build_model(knowledge.model, knowledge.corpus_meta)) is invariant
 
 
 @pytest.mark.parametrize(("name", "batch_users", "exact"), CASES, ids=["lstm-lm", "lstm-classifier", "cnn-loop", "cnn-batched"])

@@ -55,3 +55,19 @@ def test_a_runs_progress_gets_the_attack_sides_figures_beside_its_last_round():
     parts.attack_progress(figures)
     values = {f"attack_{k}": float(v) for k, v in figures.items()}
     assert calls == [(0, values), (2, values)]
+
+
+@pytest.mark.parametrize(("model", "batch_users", "shares"), [("cnn", 64, False), ("cnn", 0, True), ("lstm-lm", 64, True)])
+def test_rounds_are_shared_only_where_a_share_gives_a_lone_lanes_bits(model, batch_users, shares):
+    """The one-user loop, or the batched path without convolutions, share every round; a batched CNN's rounds go whole
+    to one lane (a convolution over fewer users may run another kernel: other last bits)."""
+    from leakbed.core.data.corpus import Corpus
+    from leakbed.core.models import build_model
+
+    cfg = tiny_config(f"model.name='{model}'", f"attack.shadow_batch_users={batch_users}")
+    shape = (3, 8, 8) if model == "cnn" else (9,)
+    corpus = Corpus("tiny", "multiclass" if model == "cnn" else "next-token", 4 if model == "cnn" else 30, shape, {},
+                    None if model == "cnn" else tuple(f"w{i}" for i in range(30)))  # type: ignore[arg-type]
+    parts = run_parts.RunParts.__new__(run_parts.RunParts)  # only its config and model are read
+    parts.cfg, parts.model = cfg, build_model(cfg.model, corpus)
+    assert parts.shadow_shares() is shares

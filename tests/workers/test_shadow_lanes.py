@@ -1,7 +1,8 @@
-"""Several shadow lanes per prior (``AttackPool(shadow_lanes=n)``): lane k trains share k of every round's known users,
-the pool files a round once every share is in (in the knowledge's order, as a lone lane files it) or not at all, the
-attacks' per-round hooks follow the rounds in order, and ``on_progress`` tells where the attack side stands (lag,
-rounds analysed, fits running and finished).
+"""Several shadow lanes per prior (``AttackPool(shadow_lanes=n)``): lane k trains share k of every round's known users
+(or, ``shadow_shares=False``, each round goes whole to the least busy lane), the pool files a round once every share
+is in (in the knowledge's order, as a lone lane files it) or not at all, the attacks' per-round hooks follow the
+rounds in the order they were filed, and ``on_progress`` tells where the attack side stands (lag, rounds analysed,
+fits running and finished).
 
 The plumbing is shown on stand-in lanes (objects in the lanes' place, answering as a lane answers: no process, no
 sandbox), so it is fast and its timing is the test's to choose; the same updates from real sandboxed lanes is a slow
@@ -71,7 +72,7 @@ class Stand:
     def reply(self, spec: LaneSpec, request: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         rnd = int(request["round"])
         if request["op"] == "round" and spec.kind == "shadow":
-            share = (int(request["share"][0]), int(request["share"][1]))
+            share = (int(request["share"][0]), int(request["share"][1])) if "share" in request else (0, 1)
             with self.lock:
                 self.served[(rnd, share[0])] = spec.key
             gate = self.gates.get((rnd, share[0]))
@@ -148,7 +149,7 @@ def test_every_round_is_shared_by_the_lanes_and_filed_once_in_the_knowledge_orde
     lanes = ["r/" + SHADOW, f"r/{SHADOW}.2", f"r/{SHADOW}.3"]
     assert stand.served == {(r, k): lanes[k] for r in (1, 2, 3) for k in range(3)}  # lane k: share k of every round
     s = pool.stats
-    assert s.shadow_lanes == 3 and s.rounds_analysed == 3 and not s.errors, s.errors
+    assert (s.shadow_lanes, s.shadow_split, s.rounds_analysed) == (3, "shares", 3) and not s.errors, s.errors
     assert all(s.tasks_by_worker[k] == 3 for k in lanes) and stand.hooks == [1, 2, 3]
     knowledge, _, _ = kit.knowledge()
     store = UpdateStore(tmp_path / "store" / "r")
@@ -173,6 +174,37 @@ def test_a_round_and_its_hooks_wait_for_every_share(tmp_path, stand):
     finally:
         pool.close()
     assert store.shadow_rounds() == [1, 2] and stand.hooks == [1, 2] and pool.stats.max_lag_rounds == 1
+
+
+def test_whole_rounds_go_to_the_least_busy_lane_and_hooks_follow_the_filing_order(tmp_path, stand):
+    """Without shares (a model whose updates a share would change in their last bits): rounds 1 and 2 are held in
+    their lanes while round 3 goes whole to the idle third lane and finishes first, then round 2: the per-round hook
+    still sees 1, 2, 3, and only once round 1's updates are filed."""
+    stand.gates[(1, 0)], stand.gates[(2, 0)] = threading.Event(), threading.Event()
+    pool = stand_in_pool(tmp_path, shadow_lanes=3, shadow_shares=False)
+    store = UpdateStore(tmp_path / "store" / "r")
+    try:
+        for rnd in (1, 2, 3):
+            pool.submit_round(kit.snapshot(rnd))
+        wait_for(lambda: store.shadow_rounds() == [3])
+        stand.gates[(2, 0)].set()
+        wait_for(lambda: store.shadow_rounds() == [2, 3])
+        time.sleep(0.2)
+        assert stand.hooks == [] and pool.stats.rounds_analysed == 0  # 2 and 3 wait for round 1
+        stand.gates[(1, 0)].set()
+        assert pool.drain(30)
+        pool.submit_round(kit.snapshot(4))
+        assert pool.drain(30)
+    finally:
+        pool.close()
+    assert stand.hooks == [1, 2, 3, 4]
+    lanes = ["r/" + SHADOW, f"r/{SHADOW}.2", f"r/{SHADOW}.3"]
+    assert [stand.served[(r, 0)] for r in (1, 2, 3)] == lanes and stand.served[(4, 0)] == lanes[0]  # all idle: the first
+    s = pool.stats
+    assert (s.shadow_lanes, s.shadow_split, s.rounds_analysed, s.max_lag_rounds) == (3, "rounds", 4, 2) and not s.errors
+    for rnd in (1, 2, 3, 4):
+        with np.load(store.root / "shadow" / f"r{rnd:06d}.npz") as z:
+            assert np.array_equal(z["vectors"], expected(rnd))
 
 
 def test_a_failed_share_leaves_its_round_without_shadow_updates(tmp_path, stand):
