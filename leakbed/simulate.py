@@ -93,6 +93,7 @@ class SimulationLink(ProcessLauncher):
         if ray_address:
             env["RAY_ADDRESS"] = ray_address
         super().__init__(logs, env)
+        self.group.folders.append(self.home)  # whatever holds a file in it is the link's (Ray's agents: their logs)
         ray_head = None
         if own_ray and not ray_address:  # started beside the SuperLink: the two start-ups overlap
             ray_head, self.env["RAY_ADDRESS"] = self._start_ray(logs)

@@ -3,11 +3,17 @@ integration tests: free ports, and the processes a command owns, found and ended
 
 A command's processes carry a mark in their environment (``ProcessGroup``): children inherit it, so what a parent
 started in a session of its own, or what was re-parented to init when its parent died (Ray's daemons, Flower's
-SuperExec), is still found by the mark, never by its name.
+SuperExec), is still found by the mark, never by its name. The mark is read from ``/proc/<pid>/environ`` entry by
+entry (``environment``): a process that renames itself over its argv (setproctitle: Ray's ``ray::DashboardAgent`` and
+``ray::RuntimeEnvAgent``) zeroes the head of that block, and psutil's ``environ()`` then reads it as empty. Where the
+zeroes reach the mark itself (seen: 2,156 of an agent's 2,196 bytes), what a marked process started is still the
+group's (its descendants), and so is whatever holds a file in a folder the group owns (``holding``): the agents keep
+their logs open in the Ray session folder inside the simulation's private home.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -88,16 +94,61 @@ def descendants(root: int) -> list[int]:
         return []
 
 
-def marked(key: str, value: str) -> list[int]:
-    """Every live process whose environment holds ``key=value``: what a process tree left behind after its
-    members detached into sessions of their own or were re-parented (children inherit the environment)."""
+def environment(pid: int) -> dict[str, str]:
+    """The environment ``pid`` was started with ({} when it cannot be read), every ``KEY=VALUE`` entry of
+    ``/proc/<pid>/environ``, wherever it lies in the block.
+
+    psutil's ``Process.environ()`` stops at the first empty entry: Ray's agents rename themselves
+    (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) by overwriting their argv, which zeroes the head of the
+    environment block after it, so psutil reads ``{}`` where the mark is often still there further on. Those two
+    agents escaped every stop and, when their raylet had to be killed, outlived the run (re-parented to init, for a
+    minute or more).
+    """
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            block = f.read()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for entry in block.split(b"\0"):
+        key, eq, val = entry.partition(b"=")
+        if eq and key:
+            out.setdefault(key.decode(errors="surrogateescape"), val.decode(errors="surrogateescape"))
+    return out
+
+
+def holding(folder: Path) -> list[int]:
+    """Every live process whose working directory, or one of whose open files (a deleted one too), is under
+    ``folder``."""
+    inside = str(folder.resolve())
+
+    def under(link: str) -> bool:
+        path = link.removesuffix(" (deleted)")
+        return path == inside or path.startswith(inside + "/")
+
     out = []
-    for proc in psutil.process_iter():
+    for pid in psutil.pids():
+        base = f"/proc/{pid}"
         try:
-            if proc.environ().get(key) == value and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            links = [os.readlink(f"{base}/cwd")]
+            for fd in os.listdir(f"{base}/fd"):
+                with contextlib.suppress(OSError):
+                    links.append(os.readlink(f"{base}/fd/{fd}"))
+        except OSError:
             continue
+        if any(map(under, links)) and alive(pid):
+            out.append(pid)
+    return out
+
+
+def marked(key: str, value: str) -> list[int]:
+    """Every live process whose environment holds ``key=value`` (read by ``environment``): what a process tree left
+    behind after its members detached into sessions of their own or were re-parented (children inherit the
+    environment)."""
+    out = []
+    for pid in psutil.pids():
+        if environment(pid).get(key) == value and alive(pid):
+            out.append(pid)
     return out
 
 
@@ -155,11 +206,13 @@ def terminate_tree(root: int, grace: float = 10.0) -> None:
 class ProcessGroup:
     """Every process one command starts: each in a session of its own, each carrying the group's mark in its
     environment (inherited by whatever it starts), found and ended with psutil. ``stop`` ends them all, however far
-    they detached; ``kill`` at once."""
+    they detached; ``kill`` at once. ``folders``: private folders the group made for its processes alone (a
+    simulation's Flower home); whatever holds a file there is the group's too."""
 
-    def __init__(self, mark: str = "") -> None:
+    def __init__(self, mark: str = "", folders: Sequence[Path] = ()) -> None:
         self.mark = mark or uuid.uuid4().hex
         self.started: dict[str, subprocess.Popen] = {}
+        self.folders = list(folders)
 
     def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """``base`` (default: this process's environment) with the group's mark."""
@@ -180,7 +233,8 @@ class ProcessGroup:
         return proc
 
     def members(self) -> list[psutil.Process]:
-        """Every live process of the group: those it started, their descendants, and every process carrying its mark."""
+        """Every live process of the group: those it started, every process carrying its mark, and their
+        descendants; every process holding a file in one of its ``folders``."""
         found: dict[int, psutil.Process] = {}
         for proc in self.started.values():
             if proc.poll() is None:
@@ -190,12 +244,21 @@ class ProcessGroup:
                     found |= {c.pid: c for c in root.children(recursive=True)}
                 except psutil.NoSuchProcess:
                     pass
-        for pid in marked(MARK, self.mark):
-            if pid not in found and pid != os.getpid():
-                try:
-                    found[pid] = psutil.Process(pid)
-                except psutil.NoSuchProcess:
-                    pass
+        for pid in marked(MARK, self.mark):  # and what they started: a marked parent vouches for its children
+            if pid == os.getpid():
+                continue
+            try:
+                proc = psutil.Process(pid)
+                found.setdefault(pid, proc)
+                for child in proc.children(recursive=True):
+                    found.setdefault(child.pid, child)
+            except psutil.NoSuchProcess:
+                pass
+        for pid in (pid for folder in self.folders for pid in holding(folder)):
+            try:
+                found.setdefault(pid, psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                pass
         found.pop(os.getpid(), None)
         return list(found.values())
 

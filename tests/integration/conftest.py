@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.leftovers import Witness
 from tests.integration.procs import Procs, find_pids
 
 
@@ -23,3 +25,10 @@ def procs(tmp_path: Path):
         procs.stop_all()
         left = find_pids(rf"flower-superlink.*{re.escape(str(tmp_path))}")
         assert not left, f"SuperLink(s) {sorted(left)} still running"
+
+
+@pytest.fixture
+def witness() -> Iterator[Witness]:
+    """What a command the test starts with ``witness.env()`` leaves once it has exited (``leftovers.Witness``)."""
+    with Witness() as found:
+        yield found

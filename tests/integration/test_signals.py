@@ -20,10 +20,11 @@ import grpc
 import psutil
 import pytest
 
-from leakbed.core.processes import MARK
+from leakbed.core.processes import MARK, environment
 from leakbed.workers import transport
 from leakbed.workers.sandbox import available
 from leakbed.workers.transport import pb, pb_grpc
+from tests.integration.leftovers import Witness
 from tests.integration.procs import VENV_BIN, free_ports
 from tests.workers import kit
 
@@ -45,13 +46,10 @@ def _marks_below(pid: int, homes: set[Path] | None = None) -> set[str]:
     except psutil.NoSuchProcess:
         return found
     for p in tree:
-        try:
-            if MARK in (env := p.environ()):
-                found.add(env[MARK])
-                if homes is not None and "FLWR_HOME" in env:
-                    homes.add(Path(env["FLWR_HOME"]))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
+        if MARK in (env := environment(p.pid)):  # read entry by entry: Ray's agents overwrite the head of theirs
+            found.add(env[MARK])
+            if homes is not None and "FLWR_HOME" in env:
+                homes.add(Path(env["FLWR_HOME"]))
     return found
 
 
@@ -60,7 +58,7 @@ def _marked(marks: set[str]) -> list[str]:
     out = []
     for p in psutil.process_iter():
         try:
-            if p.environ().get(MARK) in marks and p.status() != psutil.STATUS_ZOMBIE:
+            if environment(p.pid).get(MARK) in marks and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(f"{p.pid} {p.name()}")
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -72,7 +70,7 @@ def _listening(marks: set[str]) -> set[int]:
     ports = set()
     for p in psutil.process_iter():
         try:
-            if p.environ().get(MARK) in marks:
+            if environment(p.pid).get(MARK) in marks:
                 ports |= {c.laddr.port for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -130,6 +128,7 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     _wait_for(running, 300, "the first round", proc, log)
     before = _marked(marks)
     assert any("raylet" in p for p in before) and any("flower-superlin" in p for p in before), before
+    assert any("DashboardAgent" in p for p in before) and any("RuntimeEnvAgent" in p for p in before), before
     assert not _listening(marks) & RAY_DEFAULT_PORTS  # its private Ray head takes free ports only, and no dashboard
     seconds = _stop(proc, sig, to_group)
     assert proc.returncode == 128 + sig, log.read_text()[-2000:]
@@ -181,8 +180,11 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
     finished = [p.name for p in points if (p / "metrics.json").exists()]
     total = len(json.loads((out / "sweep.json").read_text())["points"])  # the baseline and the grid's two
     assert total == 3 and 1 <= len(finished) < total
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=900, env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"})
-    assert again.returncode == 0, again.stderr[-2000:]
+    with Witness() as witness:  # the resumed sweep runs to its end, and then leaves nothing
+        env = witness.env({**os.environ, "FLWR_TELEMETRY_ENABLED": "0"})
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
+        assert again.returncode == 0, again.stderr[-2000:]
+        witness.check()  # no process (SuperLink, Ray head and its agents, lanes), no temporary folder, no socket
     reused = len(finished)
     assert f"ran {total - reused} of {total} points ({reused} reused)" in again.stdout, again.stdout
     assert all((out / name / "metrics.json").exists() for name in json.loads((out / "sweep.json").read_text())["points"])
