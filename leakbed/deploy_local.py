@@ -7,12 +7,14 @@ the worker certificate of the same CA, sharing the run's store folder), then ``f
 app (a minimal app folder naming the installed components, written into ``OUT/app``) once per prior. The ServerApp serves
 Prometheus metrics; the command scrapes them over HTTP while the run goes on and prints the
 round count and each attack's AP from the final scrape. Every process it started is stopped at
-the end (also on Ctrl-C or failure); their logs stay in ``OUT/logs``.
+the end (also on Ctrl-C or failure) and their temporary folder (``OUT/tmp``, their ``TMPDIR``) removed; their logs
+stay in ``OUT/logs``.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -254,6 +256,7 @@ def deploy_local(
         say(f"report: {run_dir / 'report.md'}")
     finally:
         dep.stop()
+        shutil.rmtree(tmp, ignore_errors=True)  # its processes' temporary files: they have all ended
     return results
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +19,8 @@ import pytest
 
 from leakbed.core.layout import RunLayout
 from leakbed.deploy_local import Deployment, scrape, value
+from leakbed.workers import uids
+from tests.integration.leftovers import Witness
 from tests.integration.procs import VENV_BIN, Procs, flower_env, free_port, wait_until
 
 OVERRIDES = [
@@ -39,16 +44,19 @@ def _finished(url: str) -> dict | None:
 
 
 @pytest.mark.slow
-def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, procs: Procs, example_plugin: Path) -> None:
+def test_deploy_local_tls_auth_three_supernodes_two_workers(
+    tmp_path: Path, procs: Procs, example_plugin: Path, witness: Witness
+) -> None:
     """The deployment runs a third-party plugin as it runs the built-in attacks: installed with pip, its attack in
     the sandbox behind the remote workers, its defense on the SuperNode of the user who adopts it, its scorer in a
-    scoring sandbox of the ServerApp's host (the referee's process stays plugin-free)."""
+    scoring sandbox of the ServerApp's host (the referee's process stays plugin-free). Once it has finished, nothing
+    it started is left (its attack workers ended as a worker ends: a stop signal, exit 0)."""
     out, port = tmp_path / "deploy", free_port()
     sets = [arg for o in OVERRIDES for arg in ("--set", o)]
     # --hold: /metrics stays up this long after the run; deploy-local (1 s polls) and this test (0.5 s) read it within
     # a few seconds, and a longer hold only delays the end
     cmd = [str(VENV_BIN / "leakbed"), "deploy-local", *sets, "--out", str(out), "--metrics-port", str(port), "--hold", "10"]
-    cli = procs.start("deploy-local", cmd, flower_env(tmp_path / "unused-home"))
+    cli = procs.start("deploy-local", cmd, witness.env(flower_env(tmp_path / "unused-home")))
     url = f"http://127.0.0.1:{port}/metrics"
     final: dict = {}
     wait_until(lambda: bool(final.update(_finished(url) or {}) or final), 420, "run_finished on /metrics", procs)
@@ -77,10 +85,13 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     gateways = [(out / "logs" / f"attack-worker-{w}.log").read_text() for w in range(2)]
     assert all("(mutual TLS, sandboxed lanes, store root " in log for log in gateways), gateways
     # ... the attack code in the sandboxes behind each: one per lane, the sandbox user, its own PID namespace (pid 1)
-    uid = "uid 65534, " if os.geteuid() == 0 else ""
+    # as root, a uid leased for each sandbox alone (workers.uids)
+    said = re.compile(r"\(uid (\d+), pid 1\)" if os.geteuid() == 0 else r"pid 1\)")
     for w in range(2):
         lanes = {p.name: p.read_text() for p in (out / "logs" / f"attack-worker-{w}").glob("*.log")}
-        assert lanes and all(f"{uid}pid 1)" in text for text in lanes.values()), lanes
+        assert lanes and all(said.search(text) for text in lanes.values()), lanes
+        if os.geteuid() == 0:
+            assert all(uids.in_range(int(said.search(text)[1])) for text in lanes.values()), lanes
     experiment = (out / "experiment.toml").read_text()
     for key, name in (("tls_root_cert", "ca.crt"), ("tls_cert", "pool.pem"), ("tls_key", "pool.key")):
         assert f'{key} = "{out / "certs" / name}"' in experiment
@@ -115,6 +126,18 @@ def test_deploy_local_tls_auth_three_supernodes_two_workers(tmp_path: Path, proc
     assert cli.popen.wait(timeout=300) == 0, procs.tails()
     output = cli.stdout.read_text()
     assert "[random] finished after round 2" in output and "svm AP" in output, output
+    # a finished deployment leaves nothing: no process (SuperLink, SuperNodes, ClientApps, workers, their lanes), no
+    # temporary folder (its own nor the processes' TMPDIR, OUT/tmp), no socket, no port listened on
+    witness.check(out)
+    assert not (out / "tmp").exists(), sorted(p.name for p in (out / "tmp").iterdir())
+    for p in (port, *_ports(out / "experiment.toml")):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", p)) != 0, f"something still listens on port {p}"
+
+
+def _ports(experiment: Path) -> list[int]:
+    """The attack workers' ports, as the deployment wrote them into the ServerApp's config."""
+    return [int(a.rsplit(":", 1)[1]) for a in tomllib.loads(experiment.read_text())["workers"]["addresses"]]
 
 
 def test_a_finished_flwr_run_is_not_a_dead_process(tmp_path: Path) -> None:
