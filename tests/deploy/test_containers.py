@@ -325,8 +325,8 @@ def test_down_leaves_nothing_behind(engine: Engine, plain: stack.Stack) -> None:
 
 
 def test_docker_host_at_podman_is_still_podman(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`leakbed compose up` prints DOCKER_HOST for the user's own docker commands; exported, the docker CLI reaches
-    Podman, and leakbed must still treat the engine as Podman (seccomp profile by path, not by text)."""
+    """A user may point DOCKER_HOST at leakbed's Podman socket for their own docker commands; exported, the docker CLI
+    reaches Podman, and leakbed must still treat the engine as Podman (seccomp profile by path, not by text)."""
     if engine.name != "podman":
         pytest.skip("Docker answers here: nothing to mistake for it")
     monkeypatch.setenv("DOCKER_HOST", engine.env["DOCKER_HOST"])

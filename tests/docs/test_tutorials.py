@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from leakbed import engine as engines
 from leakbed import images, stack
 from leakbed.core.processes import free_ports, terminate
 from leakbed.engine import Engine
@@ -21,6 +22,7 @@ from tests.conftest import REPO
 from tests.deploy import test_containers as containers
 from tests.deploy.test_dashboard import dashboard, panels, substitute
 from tests.docs.tutorials import run
+from tests.integration.leftovers import Witness
 from tests.integration.procs import find_pids, ray_alive_nodes, ray_client_actor_nodes
 
 TUTORIALS = REPO / "docs" / "tutorials"
@@ -30,7 +32,9 @@ engine, chosen = containers.engine, containers.chosen
 
 
 def test_first_run(tmp_path: Path) -> None:
-    out = run(TUTORIALS / "first-run.md", tmp_path)
+    with Witness() as witness:  # the page's commands each finish: nothing of them stays
+        out = run(TUTORIALS / "first-run.md", tmp_path, env=witness.env({}))
+        witness.check(tmp_path / "runs")  # no SuperLink, Ray head or agent, lane; no temporary folder, no socket
     assert out[0].startswith("name = ") or "seed" in out[0], out[0]
     report = (tmp_path / "runs" / "first" / "report.md").read_text()
     assert report.splitlines()[2].startswith("Attack side: sandboxed"), report[:300]
@@ -140,10 +144,14 @@ class TestComposeTutorial:
             if block == 2:  # the run has ended; its /metrics was up until hold_seconds before
                 empty.extend(unfed_panels(the_stack, time.time() - 7))
 
-        try:
-            out = run(TUTORIALS / "compose.md", tmp_path, replace=own, after=after)
-        finally:
-            left = stack.down(engine, the_stack)
+        with Witness() as witness:  # what the page's commands start, up to `compose down`
+            try:
+                out = run(TUTORIALS / "compose.md", tmp_path, replace=own, after=after, env=witness.env({}))
+            finally:
+                left = stack.down(engine, the_stack)
+            # once `compose down` has finished, nothing of them is left: no container's conmon, no compose binary, no
+            # temporary folder; only Podman's API service when a command here started it, which ends itself when idle
+            witness.check(expected=podman_services())
         assert left == [], left
         assert "running: attack-worker-0, attack-worker-1, clientapp-0" in out[0], out[0]
         assert f"prometheus: http://127.0.0.1:{prom}" in out[0], out[0]
@@ -157,6 +165,12 @@ class TestComposeTutorial:
         assert "'3'" in out[3].splitlines()[-1], out[3]  # the last round Prometheus saw
         assert empty == [], "dashboard panels without data:\n" + "\n".join(empty)
         assert "removed project leakbed-tut" in out[4], out[4]
+
+
+def podman_services() -> list[int]:
+    """The Podman API services leakbed started on its socket, each with its idle limit (``engine.PODMAN_IDLE_S``)."""
+    argv = ["system", "service", f"--time={engines.PODMAN_IDLE_S}", f"unix://{engines.podman_socket()}"]
+    return sorted(find_pids(re.escape(" ".join(argv))))
 
 
 # What the compose tutorial's run changes from the page's: 3 rounds, every device every round (a flwr run runs one
