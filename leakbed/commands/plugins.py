@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Any
 
 from leakbed.commands.options import flag
+from leakbed.core.plugin_text import plugin_text
 
 Json = Annotated[bool, flag("--json", "one JSON document instead of the text [flag]")]
 
@@ -21,7 +22,19 @@ def plugins(as_json: Json = False) -> int:
 
     found = installed()
     if as_json:
-        print(json.dumps([{**asdict(d), "runs_at_start": list(d.runs_at_start)} for d in found], indent=2))
+        print(json.dumps(_shown([{**asdict(d), "runs_at_start": list(d.runs_at_start)} for d in found]), indent=2))
     else:
         print(render(found), end="")
     return 0
+
+
+def _shown(value: Any) -> Any:
+    """Every text of an installed distribution (its names, entry points, paths: a plugin's choice) through the
+    boundary for JSON: one bounded printable line each."""
+    if isinstance(value, str):
+        return plugin_text(value, "json", 1000)
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    return value

@@ -47,5 +47,6 @@ def bind_params(cls: type, base: type) -> None:
             setattr(cls, "params", named)  # noqa: B010 - a ClassVar of the class, set once at its creation
         elif not (isinstance(own, type) and issubclass(own, named)):
             shown = getattr(own, "__name__", repr(own))
-            raise PluginError(f"{cls.__module__}.{cls.__name__}: params = {shown}, but it subclasses {origin.__name__}[{named.__name__}]")
+            subscript = f"{origin.__name__}[{named.__name__}]"
+            raise PluginError(f"{cls.__module__}.{cls.__name__}: params = {shown}, but it subclasses {subscript}")
         return

@@ -34,7 +34,7 @@ RENDERERS = [
     "report.py", "console.py", "server/metrics.py", "referee/scorers.py",
     "referee/score_redteam.py", "workers/hostile.py", "workers/lane.py", "workers/scoring.py", "workers/numbers.py",
     "workers/one_shot.py", "workers/checks.py", "workers/introspect.py", "workers/inventory.py", "core/entry_points.py",
-    "defenses/registry.py",
+    "defenses/registry.py", "commands/plugins.py",
 ]  # fmt: skip
 
 

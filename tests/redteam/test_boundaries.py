@@ -217,12 +217,16 @@ def test_escapes_in_entry_point_names_and_values_never_reach_the_console(setup: 
     value = leakbed(setup, who, ["validate", *(a for s in [*SMALL, 'attack.suite=["hostile-escval"]']
                                                for a in ("--set", s))], tmp_path, timeout=600)  # fmt: skip
     listed = leakbed(setup, who, ["plugins"], tmp_path, timeout=600)
+    as_json = leakbed(setup, who, ["plugins", "--json"], tmp_path, timeout=600)
     for done, says in ((unknown, "unknown attack 'no-such-attack'"), (value, "hostile-escval")):
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and says in lines[0], done.stderr[-2000:]
         assert not ESCAPES.search(done.stderr), done.stderr
     assert "hostile-esc" in unknown.stderr and "Gone" in value.stderr  # named, cleaned
     assert listed.returncode == 0 and "hostile-esc" in listed.stdout and not ESCAPES.search(listed.stdout)
+    escapes = next(d for d in json.loads(as_json.stdout) if d["name"] == "leakbed-hostile-escapes")
+    names = [text for entry in escapes["entry_points"] for text in entry]  # decoded: no escape hides in \u001b
+    assert any(n.startswith("hostile-esc") for n in names) and not [n for n in names if ESCAPES.search(n)], names
 
 
 # --- plugin-scored numbers ------------------------------------------------------------------------------------------
