@@ -228,9 +228,11 @@ WRITTEN = """## Where a plugin's numbers are written
   coverage and its scorer's notes (a plugin's marked as its own words);
 - `<run>/<prior>/outputs/<name>.npz`: the outputs as trusted code checked and wrote them (what the referee scored),
   with `<name>.given.npy`, the ids of every update the attack was given;
-- the console: after a run, `leakbed run` prints the closed-world table, then the suite's other attacks
-  (plugins included) in a table of their own beside it (headline metric, chance, coverage), then where each of the
-  above was written.
+- the console: after a run, `leakbed run` prints each prior's failed replies (grouped by kind), the closed-world
+  table (a line instead where the suite has no closed-world attacker), then the suite's other attacks the referee
+  scored in a table of their own, then those scored by their own plugin scorers in another (headline metric, its
+  chance, coverage; shares in percent), then where each of the above was written; how each table is chosen:
+  [How leakbed's tables are chosen](../explanation/tables.md).
 """
 
 # Where each sealed fact comes from; the page's test checks each name appears in client/ (or the server's sealing).
