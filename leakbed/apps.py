@@ -97,6 +97,19 @@ def progress_writer(folder: Path, rounds: int) -> Callable[[int, dict[str, float
     return progress
 
 
+def note_replaced(metrics: Path, count: int) -> None:
+    """File in the prior's metrics.json (``replies.actors_replaced``) how many ClientApp actors died and were replaced
+    during its run (``ray_actors``, in this process), so the console and the report say it, not only a log."""
+    if count <= 0 or not metrics.is_file():
+        return
+    summary = json.loads(metrics.read_text(encoding="utf-8"))
+    if isinstance(summary.get("replies"), dict):
+        summary["replies"]["actors_replaced"] = int(count)
+        tmp = metrics.with_name(f".{metrics.name}.tmp")
+        tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        os.replace(tmp, metrics)
+
+
 def checked(config: str, overrides: str, prior: str) -> tuple[ExperimentConfig, str, dict[str, Declaration]]:
     """The resolved config, the prior to run and the suite's declarations, or ``Refused`` (one line) before anything
     is written."""
@@ -145,6 +158,9 @@ def main(grid: Grid, context: Context) -> None:
     out = layout.results(rule)
 
     progress = progress_writer(out, cfg.fl.rounds)
+    replaced = ray_actors.REPLACED["count"]
     run_federation(grid, cfg, rule, layout, RunJudge(cfg, layout, rule, decls), ServerDefenses(cfg), decls, progress)
-    write_report(layout.root)
+    note_replaced(out / "metrics.json", ray_actors.REPLACED["count"] - replaced)
+    report = write_report(layout.root)
+    logging.getLogger("flwr").info("leakbed: %s prior finished; report: %s", rule, report)  # what `flwr run --stream` shows
     hold_metrics(cfg.telemetry)  # a scrape after the end still finds the final values

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        with interruptible():  # SIGINT, SIGTERM, SIGHUP: everything the command started is stopped, then it exits
+        with interruptible(), console.notes_in_one_line():  # SIGINT, SIGTERM, SIGHUP: what it started is stopped, then it exits
             code = command().main(args=args, prog_name="leakbed", standalone_mode=False)
     except Interrupted as err:
         print(f"leakbed: stopped by {err}: every process it started has ended", file=sys.stderr)

@@ -3,11 +3,13 @@ user to run, spelled so they work as printed (the console scripts of this Python
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,32 @@ def fail(message: str) -> int:
     first = str(message).splitlines()[0] if str(message).strip() else ""
     print(f"leakbed: error: {plugin_text(first, 'console', 2000) or 'bad input'}", file=sys.stderr)
     return 2
+
+
+def note(message: object) -> None:
+    """``leakbed: note: <message>`` (one line, stderr): something the user should know that stops nothing."""
+    print(f"leakbed: note: {plugin_text(message, 'console', 2000)}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def notes_in_one_line() -> Iterator[None]:
+    """Within it, a warning of leakbed's own (``core.config.ConfigKeyMoved``: an old config key read under its new
+    name; a deprecated plugin API name) is one ``note`` line, not Python's warning with its file, line and source
+    line; any other warning shows as Python shows it."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: object = None,
+             line: str | None = None) -> None:  # fmt: skip
+        if category.__module__.split(".")[0] == "leakbed":
+            note(message)
+        else:
+            shown(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def say(message: str) -> None:

@@ -300,12 +300,28 @@ def _run_prior(
         "updates_analysed": value(final, "leakbed_updates_analysed_total", prior=prior),
         "updates_tapped": value(final, "leakbed_updates_tapped_total", prior=prior),
     }
-    aps = ", ".join(
-        f"{a} AP {v:.3f} ({summary['x_chance'].get(a, float('nan')):.1f}× chance)" for a, v in sorted(summary["ap"].items())
+    summary["plugin_scored"] = sorted(
+        {labels["attack"] for labels, _ in final.get("leakbed_attack_ap", []) if labels.get("scorer") == "plugin"}
     )
-    say(f"[{prior}] finished after round {summary['round']:.0f}: {aps}")
+    say(finished_line(prior, summary))
     try:
         flwr.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise DeployError(f"flwr run of prior {prior} did not return") from None
     return summary
+
+
+def finished_line(prior: str, summary: dict) -> str:
+    """The line a finished prior ends with: each attack's AP in percent (every table's unit) with its × chance, a
+    plugin's own scorer's marked; where no attack exported an AP (a suite without closed-world attackers), it says
+    so and where the numbers are."""
+    plugin = set(summary.get("plugin_scored", ()))
+    aps = []
+    for attack, ap in sorted(summary["ap"].items()):
+        x = summary["x_chance"].get(attack)
+        aps.append(f"{attack} AP {100 * ap:.1f}%" + (f" ({x:.1f}× chance)" if x is not None else "")
+                   + (" (plugin-scored)" if attack in plugin else ""))  # fmt: skip
+    done = f"[{prior}] finished after round {summary['round']:.0f}"
+    if not aps:
+        return f"{done}; no attack exported an AP (its numbers are in the report)"
+    return f"{done}: {', '.join(aps)}"

@@ -18,7 +18,9 @@ from leakbed.audit_report import audit_section
 from leakbed.core.errors import LeakbedError
 from leakbed.core.plugin_text import Place, error_line, plugin_text
 from leakbed.core.tables import markdown_table
+from leakbed.failure_kinds import failure_text, limit_text, share_text
 from leakbed.studies.sections import analysis_lines, participant_lines
+from leakbed.workers.numbers import SHARES
 
 ATTACKER_LABELS = {"mlp": "MLP", "svm": "SVM", "knn": "kNN"}
 METRIC_KEYS = ("ap", "chance_ap", "x_chance", "top1", "top5")
@@ -40,6 +42,22 @@ PLUGIN_ABOUT = (
     "Each attack below is scored by its plugin's own scorer, run in the scoring sandbox: these are the plugin's "
     "numbers, not the referee's, and they are in no headline table. Its notes and tables are its own words."
 )
+# How every table is chosen (its rows, its headline metric, why a plugin's own scorer's numbers are apart): the page
+# the report links and the console names
+TABLES_PAGE = "docs/explanation/tables.md"
+TABLES_LINE = (  # plain text: the report holds no link or code span (tests/leakbed/test_plugin_text_paths.py)
+    "How each table is chosen (which rows, which headline metric, why a plugin's own scorer's numbers are apart) and "
+    f"in which unit: the page How leakbed's tables are chosen, {TABLES_PAGE} in leakbed's documentation."
+)
+UNITS = "Shares (AP, chance, top-k, accuracy, AUC, coverage) are in percent in every table and line; metrics.json has fractions."
+NO_CLOSED_WORLD = (
+    "No closed-world re-identification table: the suite has no closed-world attacker the referee scored "
+    "(mlp, svm, knn or a plugin of that family)."
+)
+SHARE_SUFFIXES = ("_accuracy", "_ap", "_auc")
+# an attack's headline metric, the first of these it has, and the key of its chance (the × chance is their ratio)
+HEADLINES = {"ap": "chance_ap", "accuracy": "chance", "auc": "chance"}
+SCALARS_SHOWN = 4  # metrics of an attack without a headline metric shown in a console cell; the report has them all
 ERRORS_SHOWN = 10  # pool errors listed per prior (metrics.json holds them all)
 FIGURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png")  # a figure a referee scorer wrote beside metrics.json
 
@@ -127,9 +145,20 @@ def is_count(key: str, value: object) -> bool:
     return named and math.isfinite(value) and float(value).is_integer()
 
 
+def is_share(key: str, value: object) -> bool:
+    """A share in [0, 1] under a share's name (``ap``, ``top1``, ``accuracy``, ``label_accuracy``...): printed in
+    percent everywhere a person reads it."""
+    name = key.lower()
+    named = name in SHARES or name.endswith(SHARE_SUFFIXES)
+    return named and _number(value) and math.isfinite(value) and 0.0 <= value <= 1.0  # type: ignore[operator]
+
+
 def format_metric(key: str, value: float) -> str:
-    """A scalar metric as the report prints it: a count without decimals, anything else with three."""
-    return f"{int(value)}" if is_count(key, value) else f"{value:.3f}"
+    """A scalar metric as the report and the console print it: a count without decimals, a share in percent with one
+    (``50.0%``), anything else with three."""
+    if is_count(key, value):
+        return f"{int(value)}"
+    return f"{100 * value:.1f}%" if is_share(key, value) else f"{value:.3f}"
 
 
 def _percent(share: float) -> str:
@@ -184,13 +213,16 @@ def table_footnote(runs: dict[str, dict]) -> str:
 
 
 def table_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the Table-3 form: AP (× chance), top-1, top-5 per prior, in percent. An attacker's AP cell
-    carries a ``*`` where it returned no row for some updates (``table_footnote`` says how many)."""
+    """Header and rows of the Table-3 form: AP (× chance), top-1, top-5 per prior, in percent, and the Chance row; no
+    rows when the suite had no closed-world attacker. An attacker's AP cell carries a ``*`` where it returned no row
+    for some updates (``table_footnote`` says how many)."""
     header = ["attacker"]
     for rule, run in runs.items():
         label = prior_label(rule, run)
         header += [f"{label} AP", f"{label} top-1", f"{label} top-5"]
     names = list(dict.fromkeys(n for run in runs.values() for n in run["attackers"]))
+    if not names:
+        return header, []  # no attacker: no table (a Chance row alone says nothing)
     rows = []
     for name in names:
         row = [ATTACKER_LABELS.get(name, name)]
@@ -220,6 +252,12 @@ def _num(m: dict, key: str, spec: str = ".3f", scale: float = 1.0) -> str:
 
 def _pct(m: dict, key: str) -> str:
     return _num(m, key, ".1f", 100.0)
+
+
+def _pct_sign(m: dict, key: str) -> str:
+    """A share as a percentage in a line of text (``50.0%``; ``-`` where missing)."""
+    cell = _pct(m, key)
+    return cell if cell == "-" else f"{cell}%"
 
 
 def _plot(runs: dict[str, dict], path: Path) -> None:
@@ -269,7 +307,7 @@ def _defense_lines(run: dict) -> list[str]:
     lines = [f"- defenses: {names}; {run['defending_users']} of {run['users']} users defend"]
     for attacker, m in run["attackers"].items():
         parts = [
-            f"{g}: AP {100 * gm['ap']:.1f} ({gm['x_chance']:.1f}×), top-1 {100 * gm['top1']:.1f}"
+            f"{g}: AP {_pct_sign(gm, 'ap')} ({_num(gm, 'x_chance', '.1f')}×), top-1 {_pct_sign(gm, 'top1')}"
             for g, gm in m.get("groups", {}).items()
             if gm["n_updates"]
         ]
@@ -376,8 +414,8 @@ def _attacker_lines(run: dict) -> list[str]:
             continue  # a run from before the referee counted rows
         about = coverage_text(m)
         lines.append(
-            f"- {ATTACKER_LABELS.get(name, name)}: AP {_pct(m, 'ap')} ({_num(m, 'x_chance', '.1f')}×), top-1 {_pct(m, 'top1')}, "
-            f"top-5 {_pct(m, 'top5')}" + (f"; {about}" if about else "")
+            f"- {ATTACKER_LABELS.get(name, name)}: AP {_pct_sign(m, 'ap')} ({_num(m, 'x_chance', '.1f')}×), "
+            f"top-1 {_pct_sign(m, 'top1')}, top-5 {_pct_sign(m, 'top5')}" + (f"; {about}" if about else "")
         )
     return lines
 
@@ -400,25 +438,43 @@ def _error_lines(rule: str, pool: dict) -> list[str]:
     return lines
 
 
+def headline(m: dict) -> tuple[str, str] | None:
+    """An attack's headline metric and the key of its chance: the first of AP, accuracy, AUC it has (``HEADLINES``);
+    None when it has none (its metrics are then shown as they are, beside no chance)."""
+    return next(((k, c) for k, c in HEADLINES.items() if _number(m.get(k)) and math.isfinite(m[k])), None)
+
+
+def _score_cells(m: dict) -> tuple[str, str]:
+    """The score and chance cells of an attack's row: its headline metric, and that metric's own chance with the
+    ratio of the two (``25.0% (2.0×)``); without a headline metric, its first metrics and ``-`` for the chance (no
+    × chance is taken from another key). A plugin's scorer names its own metrics: console-escaped."""
+    if m.get("scorer_failed"):
+        return "no score: " + error_line(m["scorer_failed"], "console", own=""), "-"
+    found = headline(m)
+    if found is None:
+        scalars = [(k, v) for k, v in m.items() if _number(v) and k not in COVERAGE_KEYS and k != "x_chance"]
+        shown = [f"{plugin_text(k, 'console', 64)} {format_metric(k, v)}" for k, v in scalars[:SCALARS_SHOWN]]
+        more = f" (+{len(scalars) - SCALARS_SHOWN} in the report)" if len(scalars) > SCALARS_SHOWN else ""
+        return ", ".join(shown) + more or "-", "-"
+    key, chance_key = found
+    score = f"{key.upper() if key != 'accuracy' else key} {format_metric(key, m[key])}"
+    chance = m.get(chance_key)
+    if not _number(chance) or not math.isfinite(chance):
+        return score, "-"
+    ratio = f" ({m[key] / chance:.1f}×)" if chance > 0 else ""
+    return score, format_metric(chance_key, chance) + ratio
+
+
 def _rows(runs: dict[str, dict], key: str, label: str = "") -> list[list[str]]:
     rows = []
     for rule, run in runs.items():
         for name, m in apart(dict(run)).get(key, {}).items():  # a plugin-scored row only ever among its own
-            head = [f"{k} {format_metric(k, m[k])}" for k in ("accuracy", "auc", "ap") if _number(m.get(k))]
-            if not head:  # no headline metric: its first scalars (a plugin's scorer names its own: console-escaped)
-                head = [f"{plugin_text(k, 'console', 64)} {format_metric(k, v)}" for k, v in m.items()
-                        if _number(v) and k not in COVERAGE_KEYS][:3]  # fmt: skip
-            if m.get("scorer_failed"):
-                head = ["no score: " + error_line(m["scorer_failed"], "console", own="")]
-            chance = [f"{format_metric(k, m[k])}" for k in ("chance", "chance_ap") if _number(m.get(k))][:1]
-            if _number(m.get("x_chance")) and math.isfinite(m["x_chance"]):
-                chance.append(f"({m['x_chance']:.1f}×)")
-            rows.append([prior_label(rule, run), name + label, ", ".join(head) or "-", " ".join(chance) or "-",
-                         short_coverage(m)])  # fmt: skip
+            score, chance = _score_cells(m)
+            rows.append([prior_label(rule, run), name + label, score, chance, short_coverage(m)])
     return rows
 
 
-OTHER_HEADER = ["prior", "attack", "score", "chance (× chance)", "coverage"]
+OTHER_HEADER = ["prior", "attack", "headline metric", "its chance (× chance)", "coverage"]
 
 
 def other_attack_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -434,10 +490,11 @@ def plugin_rows(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
 
 
 def written_line(run_dir: Path, runs: dict[str, dict]) -> str:
-    """Where a run's numbers are: each prior's metrics.json (every attack's metrics), the report, the outputs."""
+    """Where a run's numbers are: each prior's metrics.json (every attack's metrics) and outputs. The report's path is
+    the command's last line (said once)."""
     metrics = ", ".join(str(run_dir / rule / "metrics.json") for rule in runs)
     outputs = ", ".join(f"{run_dir / rule / 'outputs'}/" for rule in runs)
-    return f"metrics: {metrics}; report: {run_dir / 'report.md'}; outputs: {outputs}"
+    return f"metrics: {metrics}; outputs: {outputs}"
 
 
 def _attack_side_lines(run: dict) -> list[str]:
@@ -452,16 +509,27 @@ def _attack_side_lines(run: dict) -> list[str]:
     ]
 
 
+def replaced_text(replies: dict) -> str:
+    """``; 2 ClientApp actors died and were replaced (...)`` where the simulation replaced dead actors, else ''."""
+    n = replies.get("actors_replaced")
+    if not _number(n) or n < 1:
+        return ""
+    were = "actor died and was" if n == 1 else "actors died and were"
+    return f"; {int(n)} ClientApp {were} replaced by a new one (the message each held failed, counted above)"
+
+
 def replies_line(rule: str, replies: dict, place: Place = "markdown") -> str:
-    """One prior's replies in one line: how many failed or were rejected and why (a device's words, escaped for
-    ``place``: the report's Markdown or the console), how many users the numbers rest on."""
+    """One prior's replies in one line: how many failed or were rejected, grouped by kind (``failure_kinds``: a
+    device's words, escaped for ``place``, the report's Markdown or the console), the ClientApp actors replaced,
+    how many users the numbers rest on. On the console it is plain text (no Markdown)."""
     bad = replies["failed"] + replies["rejected"]
-    reasons = "; ".join(f"{n}x {plugin_text(why, place, 160)}" for why, n in list(replies.get("why", {}).items())[:3])
+    reasons = failure_text(replies.get("why", {}), lambda kind: plugin_text(kind, place, 160))
     text = (f"{rule} prior: {bad} of {replies['sampled']} sampled devices' replies failed or were rejected "
-            f"({100 * replies['failed_share']:.1f}%){': ' + reasons if reasons else ''}; the numbers rest on "
-            f"{replies['users_in_updates']} of {replies['users']} users")  # fmt: skip
+            f"({share_text(replies['failed_share'])}){': ' + reasons if reasons else ''}{replaced_text(replies)}; the "
+            f"numbers rest on {replies['users_in_updates']} of {replies['users']} users")  # fmt: skip
     if replies.get("too_many_failed"):
-        return f"**Warning: {text}, more failures than fl.max_failed_share {100 * replies['max_failed_share']:.0f}% allows.**"
+        text = f"Warning: {text}, more than fl.max_failed_share {limit_text(replies['max_failed_share'])} allows."
+        return f"**{text}**" if place == "markdown" else text
     return f"Replies: {text}."
 
 
@@ -492,9 +560,10 @@ def write_report(run_dir: Path) -> Path:
         "per-user average precision, in percent, with its multiple of chance AP; top-1/top-5 are accuracies in percent. "
         "Chance AP is the expected AP of a random ranking on the same test updates (it tends to 1/U, the seed's "
         "approximation, as test updates per user grow).",
-        f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised).",
+        f"Update representation: {', '.join(first['attack_layers'])} (Δw flattened, L2-normalised). {UNITS}",
+        TABLES_LINE,
         "",
-        markdown_table(header, rows),
+        markdown_table(header, rows) if rows else NO_CLOSED_WORLD,
         *(["", f"\\{note}"] if (note := table_footnote(runs)) else []),  # escaped: "* ..." would be a bullet
         "",
         *audit_section(runs),

@@ -62,11 +62,15 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, bar, label: str = "", l
 
 
 def print_tables(run_dir: Path) -> None:
-    """The closed-world table; beside it the suite's other attacks the referee scored, then the attacks scored by their
-    own plugin scorers in a table of their own (never the referee's numbers), and where each is written."""
+    """Each prior's replies first (failures grouped by kind), the closed-world table (or one line where the suite had
+    no closed-world attacker); beside it the suite's other attacks the referee scored, then the attacks scored by
+    their own plugin scorers in a table of their own (never the referee's numbers), and where each is written. Shares
+    are in percent throughout (``report.UNITS``); how each table is chosen is on ``report.TABLES_PAGE``."""
     from leakbed.audit_report import HEADER, audit_caption, audit_rows
     from leakbed.report import (
+        NO_CLOSED_WORLD,
         PLUGIN_SECTION,
+        TABLES_PAGE,
         load_runs,
         other_attack_rows,
         plugin_rows,
@@ -79,37 +83,43 @@ def print_tables(run_dir: Path) -> None:
     runs = load_runs(run_dir)
     for rule, run in runs.items():  # first: how many replies failed, and how many users the numbers rest on
         if run.get("replies"):
-            console.print_plain(replies_line(rule, run["replies"], "console").replace("**", ""))
-    title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
-    console.print_table(title, *table_rows(runs), caption=table_footnote(runs))
+            console.print_plain(replies_line(rule, run["replies"], "console"))
+    header, closed = table_rows(runs)
+    if closed:
+        title = "Re-identification (closed world): AP % (× chance), top-1 %, top-5 %"
+        console.print_table(title, header, closed, caption=table_footnote(runs))
+    else:
+        console.print_plain(NO_CLOSED_WORLD)
     if audited := audit_rows(runs):
         console.print_table("Empirical privacy audit: ε estimated from canaries vs the accountant's", HEADER, audited,
                             caption=audit_caption(runs))  # fmt: skip
     header, rows = other_attack_rows(runs)
     if rows:
-        console.print_table("Other attacks (scored by the referee; details in the report)", header, rows)
+        console.print_table("Other attacks (scored by the referee; shares in %; details in the report)", header, rows)
     header, plugin = plugin_rows(runs)
     if plugin:
-        console.print_table(PLUGIN_SECTION, header, plugin)
+        console.print_table(f"{PLUGIN_SECTION}; shares in %", header, plugin)
     if rows or plugin:
         console.print_plain(written_line(run_dir, runs))
+        console.print_plain(f"how each table is chosen: {TABLES_PAGE} (leakbed's documentation)")
 
 
 def failed_replies(run_dir: Path) -> int:
     """1 with one line when a prior's share of failed or rejected replies passed ``fl.max_failed_share`` (its numbers
-    rest on too few updates; what it wrote is kept), else 0."""
+    rest on too few updates; what it wrote is kept), else 0. The line gives the verdict only: the replies line above
+    it (``print_tables``) said how many failed and why, with the same figures."""
     import json
     import sys
+
+    from leakbed.failure_kinds import limit_text, share_text
 
     for path in sorted(run_dir.glob("*/metrics.json")):
         replies = json.loads(path.read_text()).get("replies")
         if replies and replies.get("too_many_failed"):
-            reasons = "; ".join(f"{n}x {' '.join(why.split())[:160]}" for why, n in list(replies.get("why", {}).items())[:2])
             print(
-                f"leakbed: run failed: {replies['failed'] + replies['rejected']} of {replies['sampled']} replies of the "
-                f"{path.parent.name} prior failed ({100 * replies['failed_share']:.0f}%, more than fl.max_failed_share "
-                f"{100 * replies['max_failed_share']:.0f}%): {reasons}; its numbers rest on {replies['users_in_updates']} "
-                f"of {replies['users']} users (see {run_dir / 'report.md'})",
+                f"leakbed: run failed: the {path.parent.name} prior's failed replies, {share_text(replies['failed_share'])}, "
+                f"are more than fl.max_failed_share {limit_text(replies['max_failed_share'])} allows (why: the replies "
+                "line above); what it wrote is kept",
                 file=sys.stderr,
             )
             return 1

@@ -129,7 +129,7 @@ def test_the_report_holds_no_structure_a_plugin_wrote(reported: tuple[Path, str]
     assert not ESCAPES.search(text) and "\n## Verdict" not in text and "\n# leakbed report" not in text[10:]
     assert not [t for t in tokens if t.type == "s_open" or t.type == "strong_open" and "all clear" in str(t)]
     # the plugin's words are there, as text, and its number apart from the referee's
-    assert "Verdict (leakbed)" in text and "https\\[:\\]//evil.example" in text and "- its export evil/knn: ap 1.000" in text
+    assert "Verdict (leakbed)" in text and "https\\[:\\]//evil.example" in text and "- its export evil/knn: ap 100.0%" in text
 
 
 def test_the_report_keeps_the_referees_table_free_of_the_plugins_numbers(reported: tuple[Path, str]) -> None:

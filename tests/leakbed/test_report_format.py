@@ -87,23 +87,25 @@ def written(tmp_path: Path) -> tuple[Path, str]:
 # --- counts ----------------------------------------------------------------------------------------------------
 
 
-def test_counts_print_without_decimals_and_shares_with_three() -> None:
+def test_counts_print_without_decimals_shares_in_percent_others_with_three() -> None:
     assert format_metric("updates", 24) == "24"
     assert format_metric("updates", 24.0) == "24"  # named like a count, a whole number
     assert format_metric("n_users", 12.0) == "12" and format_metric("rows_missing", 6.0) == "6"
     assert format_metric("records_missing", 0.0) == "0" and format_metric("local_steps", 1.0) == "1"
     assert format_metric("top_k", 3) == "3"  # an int in metrics.json is printed as one, whatever its name
-    assert format_metric("accuracy", 1.0) == "1.000" and format_metric("psnr", 24.0) == "24.000"
+    assert format_metric("accuracy", 1.0) == "100.0%" and format_metric("psnr", 24.0) == "24.000"
+    assert format_metric("ap", 0.3374) == "33.7%" and format_metric("label_accuracy", 0.5) == "50.0%"
+    assert format_metric("accuracy", 75.0) == "75.000"  # not a share in [0, 1]: not printed as one
     assert format_metric("updates", 24.5) == "24.500"  # not a whole number: not a count
     assert format_metric("samples_mean", 2.0) == "2.000"  # a mean, not a count
     assert format_metric("ap", float("nan")) == "nan"
-    assert scalar_text(OWN) == "auc 0.812, chance 0.500, updates 240, n_users 12"  # coverage is shown apart
+    assert scalar_text(OWN) == "auc 81.2%, chance 50.0%, updates 240, n_users 12"  # coverage is shown apart
 
 
 def test_the_report_prints_suite_counts_without_decimals(written: tuple[Path, str]) -> None:
     text = written[1]
-    assert "- accuracy 0.500, chance 0.100, x\\_chance 5.000, updates 24, top\\_k 1" in text, text  # a plugin's names
-    assert "- auc 0.812, chance 0.500, updates 240, n_users 12" in text, text
+    assert "- accuracy 50.0%, chance 10.0%, x\\_chance 5.000, updates 24, top\\_k 1" in text, text  # a plugin's names
+    assert "- auc 81.2%, chance 50.0%, updates 240, n_users 12" in text, text
     assert "24.000" not in text and "240.000" not in text and "12.000" not in text
 
 
@@ -123,9 +125,9 @@ def test_coverage_text() -> None:
 def test_each_attack_shows_its_coverage_beside_its_score(written: tuple[Path, str]) -> None:
     text = written[1]
     random_prior = text.split("### random prior", 1)[1].split("### chrono prior", 1)[0]
-    assert f"- MLP: AP 50.0 (2.0×), top-1 50.0, top-5 100.0; coverage 75% of 24 updates (6 {MISSING_ROWS})" in random_prior
+    assert f"- MLP: AP 50.0% (2.0×), top-1 50.0%, top-5 100.0%; coverage 75% of 24 updates (6 {MISSING_ROWS})" in random_prior
     chrono_prior = text.split("### chrono prior", 1)[1].split("## Further attacks", 1)[0]
-    assert "- MLP: AP 50.0 (2.0×), top-1 50.0, top-5 100.0; coverage 100% of 24 updates" in chrono_prior
+    assert "- MLP: AP 50.0% (2.0×), top-1 50.0%, top-5 100.0%; coverage 100% of 24 updates" in chrono_prior
     plugin = text.split("#### bias-labels (random prior), scored by its plugin", 1)[1].split("####", 1)[0]
     assert f"- coverage 75% of 24 updates (6 {MISSING_ROWS})" in plugin
     own = text.split("#### property (random prior)", 1)[1].split("## ", 1)[0]
@@ -183,8 +185,9 @@ def test_the_closed_world_table_has_a_footnote_when_coverage_is_below_one(writte
 def test_no_footnote_and_no_coverage_lines_without_coverage(tmp_path: Path) -> None:
     run = run_folder(tmp_path / "run", random=summary("random", reid(), {"property": {"auc": 0.5, "updates": 8}}))
     text = write_report(run).read_text()
-    assert table_footnote(report.load_runs(run)) == "" and "coverage" not in text and "returned no row" not in text
-    assert "- auc 0.500, updates 8" in text and "- MLP: AP" not in text  # a run from before the referee counted rows
+    assert table_footnote(report.load_runs(run)) == "" and "returned no row" not in text
+    assert not [line for line in text.splitlines() if "coverage" in line and line.startswith("-")]
+    assert "- auc 50.0%, updates 8" in text and "- MLP: AP" not in text  # a run from before the referee counted rows
 
 
 # --- the console ------------------------------------------------------------------------------------------------
@@ -197,15 +200,15 @@ def test_other_attack_rows() -> None:
     }
     runs["chrono"]["suite"]["broken"] = {"scorer_failed": "scorer failed: attack 'broken' said: \"[bold]no\""}
     header, rows = other_attack_rows(runs)
-    assert header == ["prior", "attack", "score", "chance (× chance)", "coverage"]
+    assert header == ["prior", "attack", "headline metric", "its chance (× chance)", "coverage"]
     assert rows == [
-        ["random", "property", "auc 0.812", "0.500", "100%"],
-        ["chrono", "reconstruction", "psnr 21.500, images 8, label_accuracy 1.000", "-", "-"],
+        ["random", "property", "AUC 81.2%", "50.0% (1.6×)", "100%"],
+        ["chrono", "reconstruction", "psnr 21.500, images 8, label_accuracy 100.0%", "-", "-"],
         ["chrono", "broken", f"no score: scorer failed; attack 'broken' said, {OWN_WORDS}: “[bold]no”", "-", "-"],
     ]
     assert other_attack_rows({"random": summary("random", reid())}) == (header, [])
     # a plugin's own scorer's numbers: in a table of their own, marked
-    assert plugin_rows(runs) == (header, [["random", "bias-labels (plugin-scored)", "accuracy 0.500", "0.100 (5.0×)",
+    assert plugin_rows(runs) == (header, [["random", "bias-labels (plugin-scored)", "accuracy 50.0%", "10.0% (5.0×)",
                                            "75% (6 missing)"]])  # fmt: skip
 
 
@@ -219,14 +222,14 @@ def test_the_console_prints_the_other_attacks_and_where_they_are(written: tuple[
     out = capsys.readouterr().out
     assert "Re-identification (closed world)" in out and "50.0 (2×)*" in out
     assert "* returned no row for some of the updates it was given: MLP (random)" in " ".join(out.split())
-    assert "Other attacks" in out and "auc 0.812" in out
+    assert "Other attacks" in out and "AUC 81.2%" in out
     other, plugin = out.split("Other attacks", 1)[1].split(PLUGIN_SECTION, 1)  # the plugin's row in a table of its own
-    assert "bias-labels" not in other and "bias-labels (plugin-scored)" in plugin and "accuracy 0.500" in plugin
+    assert "bias-labels" not in other and "bias-labels (plugin-scored)" in plugin and "accuracy 50.0%" in plugin
     where = [line for line in out.splitlines() if line.startswith("metrics: ")]
     assert where == [
-        f"metrics: {run}/random/metrics.json, {run}/chrono/metrics.json; report: {run}/report.md; "
-        f"outputs: {run}/random/outputs/, {run}/chrono/outputs/"
+        f"metrics: {run}/random/metrics.json, {run}/chrono/metrics.json; outputs: {run}/random/outputs/, {run}/chrono/outputs/"
     ]
+    assert "report.md" not in out  # the command says the report's path, once (tests/leakbed/test_console_reads_well.py)
 
 
 def test_the_console_prints_no_other_attacks_table_without_any(tmp_path: Path, capsys) -> None:
