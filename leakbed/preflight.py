@@ -33,7 +33,7 @@ from leakbed.server.plan import sampled_per_round
 from leakbed.workers.checks import RunFacts, own_checks
 from leakbed.workers.introspect import for_workers
 from leakbed.workers.inventory import warn_once
-from leakbed.workers.sandbox import limits_for
+from leakbed.workers.sandbox import Limits, available, limits_for
 from leakbed.workers.tls import tls_files
 
 
@@ -94,13 +94,25 @@ def preflight(cfg: ExperimentConfig, priors: list[str] | None = None) -> Experim
         first = first or fed
         own[rule] = check_prior(cfg, fed, decls)
     try:
-        tables = own_checks(decls, dict(cfg.attack.params), own, None if cfg.workers.addresses else limits_for(cfg.workers)[0])
+        tables = own_checks(decls, dict(cfg.attack.params), own, *check_sandbox(cfg))
     except ParamsError as err:
         raise ConfigError(str(err)) from None
     cfg = cfg.model_copy(update={"attack": cfg.attack.model_copy(update={"params": tables})})
     if first is not None:  # a run that cannot fit this machine is refused now
         check_memory(cfg, first, decls)
     return cfg
+
+
+def check_sandbox(cfg: ExperimentConfig) -> tuple[Limits | None, str]:
+    """Where the attacks' own checks run: always on this host, remote workers or not (they need the priors' data,
+    which leakbed holds here), in a sandbox where one can start; otherwise why none can, unless the run said
+    ``workers.sandbox = 'off'`` (then no reason: the report states it)."""
+    if cfg.workers.sandbox == "off":
+        return None, ""
+    why = available()
+    if why:
+        return None, why
+    return limits_for(cfg.workers.model_copy(update={"sandbox": "auto"}))[0], ""
 
 
 def check_prior(cfg: ExperimentConfig, fed: Federation, decls: dict[str, Declaration]) -> tuple[AttackerKnowledge, RunFacts]:

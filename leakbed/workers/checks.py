@@ -8,7 +8,9 @@ one sandboxed call per prior (without a store or a network), each mounting only 
 attack has a check hook, one call sees no prior at all. Each reply is hostile data: read bounded, each attack's
 normalised params checked again against its declaration (``core.param_schema``), and they must be the same for
 every prior: a check cannot carry what it saw of one prior into the parameters another prior's lanes get.
-Only attacks that declare such checks (``Declaration.validates``) pay for the sandboxes.
+Only attacks that declare such checks (``Declaration.validates``) pay for the sandboxes. They run on this host even
+when the attacks run on remote workers; where no sandbox can start here and none was refused (``unconfined``), a
+third-party attack's checks are refused in one line rather than run in a plain process of the trusted side.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from leakbed.core.declaration import Declaration, ParamsError, check_params
 from leakbed.core.knowledge import AttackerKnowledge
 from leakbed.core.plugin_text import plugin_text
 from leakbed.workers.hostile import HostileData, load_json
+from leakbed.workers.introspect import INSTALL
 from leakbed.workers.one_shot import NoAnswer, call_inside
 from leakbed.workers.sandbox import Limits, available
+from leakbed.workers.staging import BUILTIN
 
 DEADLINE = 300.0  # [s]
 MAX_REPLY = 2 << 20  # bytes of one call's reply: normalised tables (each at most core.param_schema.MAX_BYTES) and lines
@@ -50,13 +54,21 @@ def own_checks(
     tables: dict[str, dict[str, Any]],
     priors: dict[str, tuple[AttackerKnowledge, RunFacts]],
     limits: Limits | None,
+    unconfined: str = "",
 ) -> dict[str, dict[str, Any]]:
     """``tables`` with each attack that declares checks of its own normalised by its model; ParamsError (one line)
     for the first attack they refuse (in the suite's order, then the priors'), or whose normalised params differ
-    between priors."""
+    between priors. ``unconfined``: why no sandbox can start here, where the run did not ask for none: a third-party
+    attack's checks are then refused, never run in a plain process."""
     names = [n for n in tables if declarations[n].validates]
     if not names:
         return tables
+    if limits is None and unconfined:
+        third = [n for n in names if declarations[n].distribution not in ("", BUILTIN)]
+        if third:
+            raise ParamsError(f"attack {third[0]!r} has checks of its own from the third-party distribution "
+                              f"{plugin_text(declarations[third[0]].distribution, 'console', 100)} and no sandbox can "
+                              f"start here for them ({unconfined}): {INSTALL}")  # fmt: skip
     request = {n: tables[n] for n in names}
     hooked = any(declarations[n].check_hook for n in names)
     calls: list[str | None] = list(priors) if hooked and priors else [None]  # None: no prior's data at all
