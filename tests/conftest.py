@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -28,7 +29,20 @@ def room_of(module: str) -> str:
     if parts[0] != "leakbed":
         return parts[0]
     return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "leakbed"
-SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+# The real corpora (FEMNIST, Shakespeare) beside the checkout; LEAKBED_TEST_DATA points the tests elsewhere.
+SHARED_DATA = Path(os.environ.get("LEAKBED_TEST_DATA") or REPO.parent / "shared" / "data")
+NO_SHARED_DATA = f"needs the shared data (../shared/data, or LEAKBED_TEST_DATA), absent at {SHARED_DATA}"
+
+
+def shared_data_reason(names: tuple[str, ...]) -> str:
+    """Why a test marked ``shared_data(*names)`` skips here, or "" when it may run: one reason for every such test
+    where the data root is absent (a fresh clone without ../shared), the missing corpus where only it is."""
+    if not SHARED_DATA.is_dir():
+        return NO_SHARED_DATA
+    missing = [n for n in names if not (SHARED_DATA / n).is_dir()]
+    return f"needs {', '.join(missing)} under {SHARED_DATA}" if missing else ""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,10 +60,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(TimingsRecorder(Path(path)), "leakbed-timings")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: "fast" must be on the items by then
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the unit tier: every test neither slow nor containers is "fast" (pytest -m fast, the inner loop)
+    for item in items:
+        if not item.get_closest_marker("slow") and not item.get_closest_marker("containers"):
+            item.add_marker(pytest.mark.fast)
     # units longest first under xdist (on its workers dist reads "no"); a run without xdist keeps its order
     if getattr(config, "workerinput", None) is not None:
         schedule(items, read_timings())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``shared_data("femnist")`` skips, before any fixture of it is built, where the data is absent."""
+    names = tuple(n for mark in item.iter_markers("shared_data") for n in mark.args)
+    if names and (reason := shared_data_reason(names)):
+        pytest.skip(reason)
 
 
 def tiny_config(*overrides: str) -> ExperimentConfig:

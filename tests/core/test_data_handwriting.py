@@ -48,11 +48,10 @@ def test_writers_get_their_weight_and_slant_tertiles() -> None:
 
 @pytest.fixture(scope="module")
 def femnist():
-    if not (SHARED_DATA / "femnist" / "train").is_dir():
-        pytest.skip("../shared/data/femnist is not here")
     return load_leaf(str(SHARED_DATA / "femnist"))
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_bold_is_independent_of_the_character_but_not_of_the_writer(femnist) -> None:
     y = np.concatenate([d.y for d in femnist.users.values()])
     bold = np.concatenate([d.attrs["property"] for d in femnist.users.values()])

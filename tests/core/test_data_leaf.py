@@ -11,19 +11,19 @@ import pytest
 from leakbed.core.data.corpus import Corpus
 from leakbed.core.data.errors import DataError
 from leakbed.core.data.leaf import LEAF_SEQ_LEN, load_leaf
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+DATA = SHARED_DATA
 FEMNIST = DATA / "femnist"
 SHARD = "all_data_0_niid_05_keep_0_{}_9.json"
 
 
 @pytest.fixture(scope="module")
 def femnist() -> Corpus:
-    if not (FEMNIST / "train").is_dir():
-        pytest.skip(f"shared FEMNIST data not found at {FEMNIST}")
     return load_leaf(str(FEMNIST))
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_counts_and_shapes(femnist: Corpus) -> None:
     assert len(femnist.users) == 184
     assert sum(len(u) for u in femnist.users.values()) == 18_796
@@ -41,6 +41,7 @@ def test_femnist_counts_and_shapes(femnist: Corpus) -> None:
     assert len(np.unique(labels)) > 50  # digits and letters, not one class
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_background_is_zero_after_inversion(femnist: Corpus) -> None:
     x = np.concatenate([u.x for u in femnist.users.values()])
     assert x.min() >= 0.0 and x.max() <= 1.0
@@ -50,6 +51,7 @@ def test_femnist_background_is_zero_after_inversion(femnist: Corpus) -> None:
     assert (x.reshape(len(x), -1).max(axis=1) > 0.5).mean() > 0.99  # ink is bright
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_merges_train_and_test_in_file_order(femnist: Corpus) -> None:
     train_file, test_file = FEMNIST / "train" / SHARD.format("train"), FEMNIST / "test" / SHARD.format("test")
     train_only, test_only = load_leaf(str(train_file)), load_leaf(str(test_file))
@@ -64,9 +66,8 @@ def test_femnist_merges_train_and_test_in_file_order(femnist: Corpus) -> None:
     np.testing.assert_array_equal(merged.y[n_test:], raw["user_data"][user]["y"])
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_is_deterministic() -> None:
-    if not (FEMNIST / "test").is_dir():
-        pytest.skip(f"shared FEMNIST data not found at {FEMNIST}")
     a, b = load_leaf(str(FEMNIST / "test")), load_leaf(str(FEMNIST / "test"))
     assert a.user_ids == b.user_ids and len(a.users) == 184  # every writer has test examples
     for uid in a.user_ids:
@@ -74,9 +75,8 @@ def test_femnist_is_deterministic() -> None:
         np.testing.assert_array_equal(a.users[uid].y, b.users[uid].y)
 
 
+@pytest.mark.shared_data("femnist")
 def test_femnist_resize() -> None:
-    if not (FEMNIST / "test").is_dir():
-        pytest.skip(f"shared FEMNIST data not found at {FEMNIST}")
     corpus = load_leaf(str(FEMNIST / "test" / SHARD.format("test")), image_size=14)
     assert corpus.input_shape == (1, 14, 14)
     u = next(iter(corpus.users.values()))

@@ -14,8 +14,9 @@ from PIL import Image
 from leakbed.core.data.errors import DataError
 from leakbed.core.data.leaf import load_leaf
 from leakbed.core.data.natural_id import load_flwr_datasets
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+DATA = SHARED_DATA
 FEMNIST_SHARD = DATA / "femnist" / "test" / "all_data_0_niid_05_keep_0_test_9.json"
 
 
@@ -26,12 +27,11 @@ def _png(pixels: np.ndarray) -> bytes:
 
 
 def _femnist_writers(k: int = 3) -> tuple[list[str], dict[str, dict[str, list]]]:
-    if not FEMNIST_SHARD.is_file():
-        pytest.skip(f"shared FEMNIST data not found at {FEMNIST_SHARD}")
     doc = json.loads(FEMNIST_SHARD.read_text())
     return doc["users"][:k], doc["user_data"]
 
 
+@pytest.mark.shared_data("femnist")
 def test_hub_shaped_parquet_from_femnist_writers(tmp_path: Path) -> None:
     """Rows as the hub stores them: writer_id, an HF Image feature (PNG bytes), a ClassLabel character."""
     import datasets

@@ -12,20 +12,15 @@ import pytest
 from leakbed.core.data.corpus import Corpus
 from leakbed.core.data.errors import DataError
 from leakbed.core.data.tff_hdf5 import BOS, EOS, PAD, SPECIALS, load_tff_hdf5
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+DATA = SHARED_DATA
 SHAKESPEARE = DATA / "shakespeare"
 ROLE = "MUCH_ADO_ABOUT_NOTHING_IAGO"  # 245 train + 28 test snippets (LEAF play prefixes are shuffled)
 
 
-def _need_data() -> None:
-    if not (SHAKESPEARE / "shakespeare_train.h5").is_file():
-        pytest.skip(f"shared Shakespeare data not found at {SHAKESPEARE}")
-
-
 @pytest.fixture(scope="module")
 def shakespeare() -> Corpus:
-    _need_data()
     return load_tff_hdf5(str(SHAKESPEARE))
 
 
@@ -38,6 +33,7 @@ def _raw(cid: str) -> list[str]:
     return rows
 
 
+@pytest.mark.shared_data("shakespeare")
 def test_roles_and_vocabulary(shakespeare: Corpus) -> None:
     assert len(shakespeare.users) == 715
     assert shakespeare.user_ids == sorted(shakespeare.user_ids)
@@ -54,6 +50,7 @@ def test_roles_and_vocabulary(shakespeare: Corpus) -> None:
     assert shakespeare.num_classes == len(vocab)
 
 
+@pytest.mark.shared_data("shakespeare")
 def test_windows_shift_by_one(shakespeare: Corpus) -> None:
     for u in shakespeare.users.values():
         assert u.x.dtype == u.y.dtype == np.int64 and u.x.shape == u.y.shape == (len(u), 80)
@@ -62,6 +59,7 @@ def test_windows_shift_by_one(shakespeare: Corpus) -> None:
         assert np.all(np.diff(u.t) >= 0)
 
 
+@pytest.mark.shared_data("shakespeare")
 def test_merges_train_and_test_and_round_trips(shakespeare: Corpus) -> None:
     rows = _raw(ROLE)
     role = shakespeare.users[ROLE]
@@ -80,8 +78,8 @@ def test_merges_train_and_test_and_round_trips(shakespeare: Corpus) -> None:
     assert total == sum(len(shakespeare.users[c]) for c in shakespeare.user_ids[:20])
 
 
+@pytest.mark.shared_data("shakespeare")
 def test_single_file_and_seq_len() -> None:
-    _need_data()
     corpus = load_tff_hdf5(str(SHAKESPEARE / "shakespeare_test.h5"), seq_len=20)
     assert len(corpus.users) == 715
     assert corpus.input_shape == (20,)

@@ -9,13 +9,11 @@ from leakbed.core.store import UpdateStore
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("femnist")]
 
 
 @pytest.fixture(scope="module")
 def femnist_run(tmp_path_factory):
-    if not (SHARED_DATA / "femnist").is_dir():
-        pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
         REPO / "leakbed/configs/femnist.toml",
         [

@@ -12,12 +12,10 @@ from leakbed.core.config import load_config
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("femnist")]
 
 
 def _attack(tmp_path, aux_source: str, alpha: float = 0.2) -> dict:
-    if not (SHARED_DATA / "femnist").is_dir():
-        pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
         REPO / "leakbed/configs/femnist-active-property.toml",
         [

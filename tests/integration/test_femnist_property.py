@@ -11,12 +11,10 @@ from leakbed.core.layout import RunLayout
 from leakbed.simulate import simulate
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("femnist")]
 
 
 def test_bold_batches_are_told_from_updates(tmp_path):
-    if not (SHARED_DATA / "femnist").is_dir():
-        pytest.skip("../shared/data/femnist is not here")
     cfg = load_config(
         REPO / "leakbed/configs/femnist-property.toml",
         [f"data.path='{SHARED_DATA / 'femnist'}'", "data.max_users=24", "fl.rounds=12", "workers.count=1"],

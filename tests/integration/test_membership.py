@@ -10,7 +10,7 @@ from leakbed.simulate import simulate
 from tests.conftest import SHARED_DATA, tiny_config
 
 pytestmark = [
-    pytest.mark.skipif(not (SHARED_DATA / "shakespeare").is_dir(), reason="../shared/data/shakespeare is not here"),
+    pytest.mark.shared_data("shakespeare"),
     pytest.mark.slow,  # a Ray simulation
 ]
 

@@ -7,12 +7,10 @@ from leakbed.core.store import UpdateStore
 from leakbed.simulate import simulate
 from tests.conftest import SHARED_DATA, tiny_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("shakespeare")]
 
 
 def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
-    if not (SHARED_DATA / "shakespeare").is_dir():
-        pytest.skip("../shared/data/shakespeare is not here")
     cfg = tiny_config(
         "data.source='tff-hdf5'",
         f"data.path='{SHARED_DATA / 'shakespeare'}'",

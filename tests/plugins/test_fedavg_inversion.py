@@ -24,11 +24,11 @@ from leakbed.core.data import federation
 from leakbed.core.models import build_model
 from leakbed.core.training import TrainConfig, batch_indices, local_update
 from leakbed.referee.score_reconstruction import RECOVERED_PSNR, label_accuracy, psnr_matched
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED_DATA
 from tests.integration.procs import VENV_BIN
 
 PLUGIN = REPO / "plugins" / "leakbed-fedavg-inversion"
-FEMNIST = REPO.parent / "shared" / "data" / "femnist"
+FEMNIST = SHARED_DATA / "femnist"
 
 
 @pytest.mark.parametrize(("n", "b", "e", "s"), [(10, 5, 1, 0), (10, 5, 5, 0), (11, 5, 3, 0), (50, 5, 0, 10), (12, 5, 0, 7)])
@@ -62,6 +62,7 @@ def _update(model: torch.nn.Module, data, tc: TrainConfig) -> tuple[dict, dict]:
     return start, delta
 
 
+@pytest.mark.shared_data("femnist")
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_the_simulated_update_is_the_devices_update(writer, momentum: float) -> None:
     data, _, model = writer
@@ -75,6 +76,7 @@ def test_the_simulated_update_is_the_devices_update(writer, momentum: float) -> 
     assert any(not torch.allclose(shuffled[k], delta[k], atol=1e-6) for k in delta)  # the order is the secret
 
 
+@pytest.mark.shared_data("femnist")
 def test_label_counts_are_read_through_every_local_step(writer) -> None:
     data, aux, model = writer
     tc = TrainConfig(5, 5, 0.01, "sgd", 0.0, 0)
@@ -88,6 +90,7 @@ def test_label_counts_are_read_through_every_local_step(writer) -> None:
     assert list(rounded_counts(np.array([0.26, 0.5, -1.0, 0.24]), 4)) == [1, 2, 0, 1]
 
 
+@pytest.mark.shared_data("femnist")
 def test_fedavg_inversion_recovers_images_that_fedsgd_inversion_and_chance_do_not(writer) -> None:
     """The headline at a small scale: 5 local epochs of 2 batches of 5 FEMNIST images (U = 10, 10 steps)."""
     data, aux, model = writer
@@ -122,6 +125,7 @@ def test_the_plugin_imports_leakbed_only_through_its_public_module() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data("femnist")
 def test_a_real_run_attacks_fedavg_updates_in_the_sandbox_and_the_referee_scores_it(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sets = [
