@@ -1,6 +1,6 @@
 """The red team against what an attack declares of its parameters and what its own check returns (issue 38, items 4
-and 8): hostile attacks (``tests/redteam/hostile``, package ``leakbed_hostile.declarations``), installed the normal way
-into the red team's own environment (``tests/redteam/childenv.py``), named in ``leakbed validate`` as a user would.
+and 8): hostile attacks (``tests/redteam/hostile``, package ``leakbed_hostile.declarations``), installed into an
+environment of this module's own, named in ``leakbed validate`` and ``leakbed run`` as a user would.
 
 Routes (as found on the old code), and what holding means:
 
@@ -20,6 +20,10 @@ Routes (as found on the old code), and what holding means:
   sandbox of its own that sees that prior only; params that differ between priors, or leave the declaration, are
   refused in one line.
 
+Each route is run as root and as an ordinary user (``tests/workers/ordinary.py``: as root each sandbox drops to a
+uid of its own; an ordinary user's sandboxes share its uid), in an environment of this module's own where the hostile
+package is written as pip leaves it (``tests/redteam/handmade.py``), readable by that user.
+
 Beside the runs: an AST scan shows that no trusted room imports a JSON Schema library or runs a regular expression
 whose pattern is not leakbed's own literal, and the hostile declarations, checked in this process, call no regex,
 open no socket and no file. ``tests/core/test_param_schema.py`` fuzzes declarations and values (hypothesis).
@@ -31,16 +35,22 @@ import ast
 import json
 import os
 import re
+import shutil
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import tomllib
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.redteam.childenv import ChildEnv, build
+from tests.redteam.handmade import Env, install, layered_env
+from tests.workers.ordinary import Ordinary, ordinary
 
 pytestmark = pytest.mark.redteam
 REPO = Path(__file__).resolve().parents[2]
@@ -50,11 +60,49 @@ SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=4
 ESCAPES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-@pytest.fixture(scope="session")
-def child(tmp_path_factory: pytest.TempPathFactory) -> ChildEnv:
-    """The red team's environment with the hostile plugin installed (shared with test_interfaces)."""
-    base = tmp_path_factory.getbasetemp()
-    return build((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "redteam-hostile-env")
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def _entry_points() -> dict[str, str]:
+    """The declaration routes' attacks and ``hostile-honest``, as the hostile package publishes them."""
+    eps = tomllib.loads((HOSTILE / "pyproject.toml").read_text())["project"]["entry-points"]["leakbed.attacks"]
+    return {name: value for name, value in eps.items() if name.startswith(("hostile-decl-", "hostile-check-", "hostile-honest"))}
+
+
+@pytest.fixture(scope="module")
+def child() -> Iterator[Env]:
+    """An environment of this module's own, readable by everyone, with the hostile package written as pip leaves it."""
+    folder = Path(tempfile.mkdtemp(prefix="leakbed-redteam-declarations-", dir="/tmp"))
+    folder.chmod(0o755)
+    env = layered_env(folder)
+    src = HOSTILE / "src"
+    files = {str(p.relative_to(src)): p.read_text() for p in (src / "leakbed_hostile").rglob("*.py")}
+    install(env.site, "leakbed-hostile", files=files, top_level=("leakbed_hostile",), entry_points=_entry_points())
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+    yield env
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=["root", "ordinary user"])
+def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
+    """None: this test process's user (root here); else an ordinary user."""
+    if request.param == "root":
+        if os.geteuid() != 0:
+            pytest.skip("the root half needs root")
+        return None
+    return ordinary(tmp_path_factory.mktemp("ordinary"))
+
+
+def leakbed(child: Env, who: Ordinary | None, args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    """``<env>/bin/python -m leakbed.cli ARGS`` as ``who``, in a folder of its own, with a cache of its own."""
+    command = [str(child.python), "-m", "leakbed.cli", *args]
+    if who is None:
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV" and not k.startswith("PYTEST_")}
+        env.update(LEAKBED_CACHE=str(child.root.parent / "cache-root"), HOME=str(tmp), FLWR_TELEMETRY_ENABLED="0")
+        return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return who.run(command, cwd=who.folder("cwd"), env=who.env(), timeout=600)
 
 
 class Listener:
@@ -104,13 +152,12 @@ def fifo():
     FIFO.unlink(missing_ok=True)
 
 
-def validate(child: ChildEnv, tmp: Path, suite: list[str], *sets: str, priors: tuple[str, ...] = ("random",)) -> tuple:
-    """``leakbed validate`` in the red team's environment: (exit code, stdout, stderr, seconds)."""
+def validate(child: Env, who: Ordinary | None, tmp: Path, suite: list[str], *sets: str,
+             priors: tuple[str, ...] = ("random",)) -> tuple:  # fmt: skip
+    """``leakbed validate`` in the red team's environment, as ``who``: (exit code, stdout, stderr, seconds)."""
     argv = [*SMALL, f"attack.suite={json.dumps(suite)}", f"split.priors={json.dumps(list(priors))}", *sets]
-    home = tmp / "home"
-    home.mkdir(exist_ok=True)
     t0 = time.monotonic()
-    done = child.run(["-m", "leakbed.cli", "validate", *(a for s in argv for a in ("--set", s))], tmp, home, timeout=600)
+    done = leakbed(child, who, ["validate", *(a for s in argv for a in ("--set", s))], tmp)
     seconds = time.monotonic() - t0
     print(f"\n[redteam] validate {suite} {list(sets)}: rc {done.returncode} in {seconds:.1f} s: {done.stderr.strip()[-300:]}")
     return done.returncode, done.stdout, done.stderr, seconds
@@ -139,9 +186,11 @@ def refused(rc: int, out: str, err: str) -> str:
                                 r".*Extra inputs are not permitted)"),
         ("hostile-decl-million", r"params field 'value': 1000000 choices; leakbed's params language holds at most 256$"),
     ],
+    ids=["hostile-decl-ref-url", "hostile-decl-ref-file", "hostile-decl-pattern", "hostile-decl-huge", "hostile-decl-deep",
+         "hostile-decl-enum", "hostile-decl-escape", "hostile-decl-million"],
 )
-def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(child, tmp_path, listener, fifo, name, says):
-    rc, out, err, seconds = validate(child, tmp_path, ["knn", name])
+def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(child, who, tmp_path, listener, fifo, name, says):
+    rc, out, err, seconds = validate(child, who, tmp_path, ["knn", name])
     line = refused(rc, out, err)
     assert line.startswith(f"attack.suite: attack '{name}' (leakbed_hostile.declarations.") and re.search(says, line), line
     assert listener.seen == []  # nothing fetched the URL (the old code did, from the trusted CLI)
@@ -153,64 +202,64 @@ def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(chil
 
 
 @pytest.mark.slow
-def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, tmp_path, listener):
+def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, who, tmp_path, listener):
     """``leakbed run`` goes through the same preflight: the same line, exit 2, no run folder, nothing fetched."""
-    out = tmp_path / "run"
+    out = (who.folder("runs") if who else tmp_path) / "run"
     argv = [*SMALL, 'attack.suite=["knn", "hostile-decl-ref-url"]', 'split.priors=["random"]']
-    done = child.run(["-m", "leakbed.cli", "run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path,
-                     tmp_path, timeout=600)  # fmt: skip
+    done = leakbed(child, who, ["run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path)
     line = refused(done.returncode, done.stdout, done.stderr)
     assert line.startswith("attack.suite: attack 'hostile-decl-ref-url' ") and "declares itself wrongly" in line, line
     assert not out.exists() and listener.seen == []
 
 
 @pytest.mark.slow
-def test_the_other_attacks_of_a_hostile_package_still_declare(child, tmp_path):
+def test_the_other_attacks_of_a_hostile_package_still_declare(child, who, tmp_path):
     """One attack's forged declaration is that attack's refusal alone: the package's honest-looking attacks load."""
-    rc, out, err, _ = validate(child, tmp_path, ["knn", "hostile-honest"])
+    rc, out, err, _ = validate(child, who, tmp_path, ["knn", "hostile-honest"])
     assert rc == 0, err[-2000:]
     assert "[attack.params.hostile-honest]" in out or "hostile-honest" in out
 
 
 @pytest.mark.slow
-def test_a_catastrophic_pattern_is_the_models_own_check_in_the_sandbox(child, tmp_path):
+def test_a_catastrophic_pattern_is_the_models_own_check_in_the_sandbox(child, who, tmp_path):
     """``word`` declares ``^(a+)+$``: trusted code knows a string of at most 64 characters (it cannot say more), and
     the attack's own check runs the model, in a sandbox, which refuses ``a…a!`` in one line; a word that matches
     passes."""
     evil = "a" * 40 + "!"
-    rc, out, err, seconds = validate(child, tmp_path, ["hostile-decl-regex"], f'attack.params.hostile-decl-regex.word="{evil}"')
+    rc, out, err, seconds = validate(child, who, tmp_path, ["hostile-decl-regex"],
+                                     f'attack.params.hostile-decl-regex.word="{evil}"')  # fmt: skip
     line = refused(rc, out, err)
     assert line == "attack.params.hostile-decl-regex.word: String should match pattern '^(a+)+$'", line
-    rc, out, err, _ = validate(child, tmp_path, ["hostile-decl-regex"], 'attack.params.hostile-decl-regex.word="aaaa"')
+    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-decl-regex"], 'attack.params.hostile-decl-regex.word="aaaa"')
     assert rc == 0 and 'word = "aaaa"' in out, err[-2000:]
     print(f"[redteam] the catastrophic pattern against {len(evil)} characters: refused in {seconds:.1f} s")
 
 
 @pytest.mark.slow
-def test_a_check_that_carries_its_priors_data_is_refused_when_priors_differ(child, tmp_path):
+def test_a_check_that_carries_its_priors_data_is_refused_when_priors_differ(child, who, tmp_path):
     """``hostile-check-carry`` writes a digest of its prior's labels into ``note``. With one prior, the digest is that
     prior's own (its lanes already hold it); with two, each prior's check sees only its own prior and returns
     its own digest: refused, so neither prior's lanes get the other's."""
-    rc, out, err, _ = validate(child, tmp_path, ["hostile-check-carry"], priors=("random", "chrono"))
+    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-check-carry"], priors=("random", "chrono"))
     line = refused(rc, out, err)
     assert line == ("attack.params.hostile-check-carry.note: its own check returned a different value for prior 'chrono' "
                     "than for prior 'random'; a check's parameters may not depend on the prior"), line
-    rc, out, err, _ = validate(child, tmp_path, ["hostile-check-carry"], priors=("random",))
+    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-check-carry"], priors=("random",))
     assert rc == 0, err[-2000:]
     note = re.search(r'note = "([0-9a-f]*)"', out)
     assert note and len(note.group(1)) == 32, out[-2000:]
 
 
 @pytest.mark.slow
-def test_a_check_that_widens_its_params_is_refused_by_its_declaration(child, tmp_path):
-    rc, out, err, _ = validate(child, tmp_path, ["hostile-check-widen"])
+def test_a_check_that_widens_its_params_is_refused_by_its_declaration(child, who, tmp_path):
+    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-check-widen"])
     assert refused(rc, out, err) == "attack.params.hostile-check-widen.k: 1000000 is greater than the maximum of 10"
 
 
 @pytest.mark.slow
-def test_a_check_sees_one_prior_only(child, tmp_path):
+def test_a_check_sees_one_prior_only(child, who, tmp_path):
     """``hostile-check-look`` refuses with what it sees: one prior's knowledge and facts, and the request naming it."""
-    rc, out, err, _ = validate(child, tmp_path, ["hostile-check-look"], priors=("random", "chrono"))
+    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-check-look"], priors=("random", "chrono"))
     line = refused(rc, out, err)
     assert line.startswith("attack.params.hostile-check-look: seen "), line
     seen = json.loads(line.removeprefix("attack.params.hostile-check-look: seen "))
