@@ -80,12 +80,14 @@ def test_each_class_has_its_table_with_both_users():
     assert [int(c.split(".")[0]) for c in numbered] == list(range(1, 11))
     for body in numbered:
         assert HEADER in body, body.splitlines()[0]
-        header = ""
+        header, rows = "", 0
         for line in body.splitlines():
-            if not line.startswith("| "):
+            if not line.startswith("|"):
                 header = ""
             elif not header:
                 header = line
             elif header == HEADER and not line.startswith("|---"):
                 cells = [c.strip() for c in line.strip("|").split(" | ")]
                 assert len(cells) == 5 and cells[2] and cells[3] and _names(cells[4]), line
+                rows += 1
+        assert rows, body.splitlines()[0]
