@@ -90,6 +90,7 @@ def test_label_counts_are_read_through_every_local_step(writer) -> None:
     assert list(rounded_counts(np.array([0.26, 0.5, -1.0, 0.24]), 4)) == [1, 2, 0, 1]
 
 
+@pytest.mark.slow  # two 300-step inversions: 13 s of CPU, kept out of the fast tier (pytest -m fast)
 @pytest.mark.shared_data("femnist")
 def test_fedavg_inversion_recovers_images_that_fedsgd_inversion_and_chance_do_not(writer) -> None:
     """The headline at a small scale: 5 local epochs of 2 batches of 5 FEMNIST images (U = 10, 10 steps)."""
