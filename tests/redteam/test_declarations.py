@@ -35,22 +35,19 @@ import ast
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.redteam.handmade import Env, install, layered_env
-from tests.workers.ordinary import Ordinary, ordinary
+from tests.redteam.handmade import Env
+from tests.redteam.users import WHO, entry_points, hostile_env, leakbed, out_folder, user
+from tests.workers.ordinary import Ordinary
 
 pytestmark = pytest.mark.redteam
 REPO = Path(__file__).resolve().parents[2]
@@ -60,49 +57,19 @@ SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=4
 ESCAPES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-HOSTILE = Path(__file__).resolve().parent / "hostile"
-
-
-def _entry_points() -> dict[str, str]:
-    """The declaration routes' attacks and ``hostile-honest``, as the hostile package publishes them."""
-    eps = tomllib.loads((HOSTILE / "pyproject.toml").read_text())["project"]["entry-points"]["leakbed.attacks"]
-    return {name: value for name, value in eps.items() if name.startswith(("hostile-decl-", "hostile-check-", "hostile-honest"))}
-
-
 @pytest.fixture(scope="module")
 def child() -> Iterator[Env]:
-    """An environment of this module's own, readable by everyone, with the hostile package written as pip leaves it."""
-    folder = Path(tempfile.mkdtemp(prefix="leakbed-redteam-declarations-", dir="/tmp"))
-    folder.chmod(0o755)
-    env = layered_env(folder)
-    src = HOSTILE / "src"
-    files = {str(p.relative_to(src)): p.read_text() for p in (src / "leakbed_hostile").rglob("*.py")}
-    install(env.site, "leakbed-hostile", files=files, top_level=("leakbed_hostile",), entry_points=_entry_points())
-    for path in [folder, *folder.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
-    yield env
-    shutil.rmtree(folder, ignore_errors=True)
+    """An environment of this module's own, readable by everyone, with the declaration routes' attacks and
+    ``hostile-honest`` published."""
+    wanted = entry_points(lambda name: name.startswith(("hostile-decl-", "hostile-check-", "hostile-honest")))
+    with hostile_env("leakbed-redteam-declarations-", wanted) as env:
+        yield env
 
 
-@pytest.fixture(scope="module", params=["root", "ordinary user"])
+@pytest.fixture(scope="module", params=WHO)
 def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
     """None: this test process's user (root here); else an ordinary user."""
-    if request.param == "root":
-        if os.geteuid() != 0:
-            pytest.skip("the root half needs root")
-        return None
-    return ordinary(tmp_path_factory.mktemp("ordinary"))
-
-
-def leakbed(child: Env, who: Ordinary | None, args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
-    """``<env>/bin/python -m leakbed.cli ARGS`` as ``who``, in a folder of its own, with a cache of its own."""
-    command = [str(child.python), "-m", "leakbed.cli", *args]
-    if who is None:
-        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV" and not k.startswith("PYTEST_")}
-        env.update(LEAKBED_CACHE=str(child.root.parent / "cache-root"), HOME=str(tmp), FLWR_TELEMETRY_ENABLED="0")
-        return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
-    return who.run(command, cwd=who.folder("cwd"), env=who.env(), timeout=600)
+    return user(request.param, tmp_path_factory)
 
 
 class Listener:
@@ -204,7 +171,7 @@ def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(chil
 @pytest.mark.slow
 def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, who, tmp_path, listener):
     """``leakbed run`` goes through the same preflight: the same line, exit 2, no run folder, nothing fetched."""
-    out = (who.folder("runs") if who else tmp_path) / "run"
+    out = out_folder(who, tmp_path)
     argv = [*SMALL, 'attack.suite=["knn", "hostile-decl-ref-url"]', 'split.priors=["random"]']
     done = leakbed(child, who, ["run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path)
     line = refused(done.returncode, done.stdout, done.stderr)

@@ -1,7 +1,8 @@
 """The red team against the scores' sets: hostile attacks return their honest twin's scores over classes they chose
 (``tests/redteam/hostile/src/leakbed_hostile/subsets.py``: only the most confident user, no class at all, one class
 repeated, users renamed to names never given plus invented ones), in one real run beside the twin
-(``hostile-honest``), installed the normal way in the red team's own environment (``tests/redteam/childenv.py``).
+(``hostile-honest``), in an environment of this module's own (``tests/redteam/users.py``), as root and as an ordinary
+user.
 
 On the old scorer each beat the twin (AP was averaged over the classes the attack returned: the issue measured 75.2
 AP become 100.0 with ``n_users 1``); the same outputs are scored that way here, from the run's files, to show the route
@@ -12,14 +13,16 @@ the same chance, and reports what it left out.
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from tests.redteam.childenv import ChildEnv, build
+from tests.redteam.handmade import Env
+from tests.redteam.users import WHO, entry_points, hostile_env, leakbed, out_folder, user
+from tests.workers.ordinary import Ordinary
 
 pytestmark = pytest.mark.redteam
 TWIN = "hostile-honest"
@@ -39,11 +42,17 @@ SMALL = [
 ]
 
 
-@pytest.fixture(scope="session")
-def child(tmp_path_factory: pytest.TempPathFactory) -> ChildEnv:
-    """The red team's environment with the hostile plugin installed (the same one its other modules build)."""
-    base = tmp_path_factory.getbasetemp()
-    return build((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "redteam-hostile-env")
+@pytest.fixture(scope="module")
+def child() -> Iterator[Env]:
+    """An environment of this module's own, readable by everyone, with the twin and its subsets published."""
+    with hostile_env("leakbed-redteam-subsets-", entry_points(lambda name: name in (TWIN, *SUBSETS))) as env:
+        yield env
+
+
+@pytest.fixture(scope="module", params=WHO)
+def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
+    """None: this test process's user (root here); else an ordinary user."""
+    return user(request.param, tmp_path_factory)
 
 
 def old_ap(owners: np.ndarray, classes: np.ndarray, scores: np.ndarray) -> float:
@@ -53,12 +62,10 @@ def old_ap(owners: np.ndarray, classes: np.ndarray, scores: np.ndarray) -> float
 
 
 @pytest.mark.slow
-def test_a_chosen_class_set_never_beats_the_honest_twin(child: ChildEnv, tmp_path: Path) -> None:
-    folder, home = tmp_path / "run", tmp_path / "home"
-    home.mkdir()
+def test_a_chosen_class_set_never_beats_the_honest_twin(child: Env, who: Ordinary | None, tmp_path: Path) -> None:
+    folder = out_folder(who, tmp_path)
     sets = [*SMALL, f"attack.suite={json.dumps([TWIN, *SUBSETS])}"]
-    done = child.run(["-m", "leakbed.cli", "run", "--out", str(folder), *(a for s in sets for a in ("--set", s))], tmp_path,
-                     home, timeout=1500)  # fmt: skip
+    done = leakbed(child, who, ["run", "--out", str(folder), *(a for s in sets for a in ("--set", s))], tmp_path, timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     metrics = json.loads((folder / "random" / "metrics.json").read_text())
     result = {n: metrics["attackers"].get(n) or metrics["suite"][n] for n in [TWIN, *SUBSETS]}
