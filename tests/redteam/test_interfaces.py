@@ -58,6 +58,7 @@ import numpy as np
 import pytest
 
 from leakbed.core.reid_metrics import reid_metrics
+from leakbed.referee.noise import NOISE_FILE
 from leakbed.workers import uids
 from tests.redteam.childenv import TOKEN_ENV, ChildEnv, Peaks, Watch, build
 
@@ -246,10 +247,10 @@ def marks_on_the_host(run: Run, child: ChildEnv) -> list[str]:
 
 def truth_intact(run: Run, honest: Run) -> None:
     """The sealed truth is one record per anonymous update the store holds, each naming a user of the run, with the
-    fields the honest run's truth has and no other; the referee's folder holds only the truth and the key, closed to
-    everyone else."""
+    fields the honest run's truth has and no other; the referee's folder holds only the truth, the key and the run's
+    DP noise secret (``referee.noise``), closed to everyone else."""
     referee = run.folder / "referee" / "random"
-    assert sorted(p.name for p in referee.iterdir()) == ["truth.jsonl", "update-ids.key"]
+    assert sorted(p.name for p in referee.iterdir()) == sorted(["truth.jsonl", "update-ids.key", NOISE_FILE])
     assert stat.S_IMODE(referee.stat().st_mode) == 0o700 and referee.stat().st_uid == os.getuid()
     for p in referee.iterdir():
         assert stat.S_IMODE(p.stat().st_mode) == 0o600 and p.stat().st_uid == os.getuid() and p.stat().st_nlink == 1, p
