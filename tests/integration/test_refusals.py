@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from leakbed.cli import main
+from tests.conftest import SharedSimulation
 
 TINY = ["data.synthetic.users=4", "data.synthetic.examples_per_user=40", "fl.rounds=1", 'split.priors=["random"]']
 CASES = [
@@ -52,17 +53,18 @@ def test_the_cli_refuses_in_one_line_before_anything_starts(tmp_path, capsys, co
 
 
 @pytest.mark.slow
-def test_flwr_run_refuses_in_the_same_line_and_writes_nothing(tmp_path: Path):
-    """``flwr run`` against a simulation SuperLink: the run's log holds the refusal as one line (no traceback), the
-    run ends, and its out-dir is never created."""
-    from leakbed.simulate import SimulationLink
-
-    with SimulationLink(tmp_path / "logs") as link:
-        for n, (case, message) in enumerate(FLWR_CASES):
-            out, log = tmp_path / f"out-{n}", tmp_path / f"flwr-{n}.log"
-            link.submit({"set": " ".join(_sets(case)), "out-dir": str(out)}, {"num-supernodes": 4}, log)
-            lines = log.read_text(errors="replace").splitlines()
-            refusals = [line for line in lines if "leakbed: error: " in line]
-            assert len(refusals) == 1 and message in refusals[0], lines[-20:]
-            assert not any(line.startswith("Traceback") for line in lines), lines
-            assert not out.exists()
+def test_flwr_run_refuses_in_the_same_line_and_writes_nothing(tmp_path: Path, _shared_simulation: SharedSimulation):
+    """``flwr run`` against a simulation SuperLink (the session's, joined to its Ray head: a run skips Ray's own start
+    and stop): the run's log holds the refusal as one line (no traceback), the run ends, and its out-dir is never
+    created."""
+    link = _shared_simulation.link
+    assert link is not None  # started for every slow test (tests/conftest.py)
+    for n, (case, message) in enumerate(FLWR_CASES):
+        out, log = tmp_path / f"out-{n}", tmp_path / f"flwr-{n}.log"
+        federation = {"num-supernodes": 4, "client-resources-num-cpus": 1}  # the session head has one CPU
+        link.submit({"set": " ".join(_sets(case)), "out-dir": str(out)}, federation, log)
+        lines = log.read_text(errors="replace").splitlines()
+        refusals = [line for line in lines if "leakbed: error: " in line]
+        assert len(refusals) == 1 and message in refusals[0], lines[-20:]
+        assert not any(line.startswith("Traceback") for line in lines), lines
+        assert not out.exists()
