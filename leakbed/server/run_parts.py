@@ -215,8 +215,9 @@ def attack_sandbox(pool: AttackPool, unsandboxed: str) -> str:
         how = "mutual TLS" if pool.tls else "Unix sockets" if all(a.startswith("unix:") for a in pool.addresses) else "plaintext"
         return f"remote attack workers ({how}): one sandbox per attack on their own host or container"
     if pool.sandboxed:
-        return ("sandboxed: bubblewrap, one sandbox per attack, uid 65534 without capabilities, no network, seccomp, "
-                "read-only inputs, resource limits and a disk quota")
+        who = "a uid of its own" if os.geteuid() == 0 else "this user's uid"  # as root: a leased uid (workers.uids)
+        return (f"sandboxed: bubblewrap, one sandbox per attack, {who} without capabilities, its own pid namespace, "
+                "no network, seccomp, read-only inputs, resource limits and a disk quota")
     return f"NOT SANDBOXED ({unsandboxed}): attack code ran as this user, able to read the truth"
 
 
