@@ -39,7 +39,7 @@ class ContextError(LeakbedError, RuntimeError):
 
 def requirements() -> list[str]:
     """The installed leakbed's pinned requirements, extras left out (the image needs no test tools)."""
-    return [r for r in metadata.requires(DISTRIBUTION) or [] if ";" not in r]
+    return [r for r in installed().requires or [] if ";" not in r]
 
 
 def package_files() -> list[tuple[str, Path]]:
@@ -67,10 +67,23 @@ def _add(wheel: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> N
     wheel.writestr(info, data)
 
 
+def installed() -> metadata.Distribution:
+    """leakbed's installed distribution: the one with a METADATA file (a ``.dist-info``). From a checkout, the working
+    folder on ``sys.path`` (``python -m``, pytest) also shows setuptools' ``leakbed.egg-info``, a build leftover of
+    ``pip install -e`` that ``metadata.distribution`` may find first and that holds no METADATA."""
+    found = list(metadata.distributions(name=DISTRIBUTION))
+    for dist in found:
+        if dist.read_text("METADATA") is not None:
+            return dist
+    if not found:
+        raise ContextError(f"{DISTRIBUTION} is not installed (pip install leakbed)")
+    raise ContextError(f"the installed {DISTRIBUTION} has no METADATA (reinstall it)")
+
+
 def repack(folder: Path) -> Path:
     """The installed leakbed as a wheel in ``folder`` (PEP 427: its files, ``*.dist-info`` with the installed
     METADATA and entry points, a WHEEL file and a RECORD of hashes); returns the wheel's path."""
-    dist = metadata.distribution(DISTRIBUTION)
+    dist = installed()
     version = dist.version
     info = f"{DISTRIBUTION}-{version}.dist-info"
     members: list[tuple[str, bytes, int]] = []

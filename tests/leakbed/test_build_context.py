@@ -73,3 +73,25 @@ def test_the_same_package_makes_the_same_wheel_and_private_keys_never_ship(tmp_p
 def test_a_plugin_that_is_no_package_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(build_context.ContextError, match=r"^--plugin .*: not a Python package \(no pyproject.toml\)$"):
         build_context.stage(tmp_path / "ctx", [tmp_path])
+
+
+def test_a_checkouts_egg_info_first_on_sys_path_is_not_taken_for_the_install(tmp_path, monkeypatch):
+    """A fresh clone after ``pip install -e .`` holds setuptools' ``leakbed.egg-info`` (PKG-INFO, no METADATA); with the
+    working folder first on ``sys.path`` (pytest, ``python -m``) ``metadata.distribution`` found it first and every
+    image build failed: 'the installed leakbed has no METADATA' (CI on a fresh clone, 2026-11-28)."""
+    from importlib import metadata
+
+    egg = tmp_path / "leakbed.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: leakbed\nVersion: 0.1.0\n")
+    (egg / "requires.txt").write_text("stale-requirement==1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert metadata.distribution("leakbed").read_text("METADATA") is None  # the trap, as on the fresh clone
+    dist = build_context.installed()
+    assert dist.read_text("METADATA") is not None
+    assert "stale-requirement==1" not in build_context.requirements()
+    wheel = build_context.repack(tmp_path / "out")
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("leakbed-0.1.0.dist-info/METADATA").startswith(b"Metadata-Version")
