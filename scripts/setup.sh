@@ -19,3 +19,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   done
   echo "$want" > "$stamp"
 fi
+# pip install -e leaves setuptools' leakbed.egg-info in the checkout (no METADATA, no RECORD): wherever the checkout is
+# on sys.path (pytest's PYTHONPATH, python -m), importlib.metadata finds it before the install's .dist-info and every
+# built-in attack declared itself without a distribution. The install's metadata is in .venv; the leftover goes.
+rm -rf leakbed.egg-info
