@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from leakbed.core.config import ExperimentConfig
+from leakbed.core.config import ConfigError, ExperimentConfig
 from leakbed.core.data import Federation
 from leakbed.core.data.corpus import Task, UserData
 from leakbed.core.models import final_linear
@@ -81,7 +81,7 @@ def check_adversary(cfg: ExperimentConfig, fed: Federation) -> None:
         return
     unknown = [u for u in opts.users if u not in fed.splits]
     if unknown:
-        raise ValueError(f"adversary.users: {unknown[0]!r} is not a user of the federation")
+        raise ConfigError(f"adversary.users: {unknown[0]!r} is not a user of the federation")
     if fed.corpus.task != "multiclass":
         raise ValueError(f"adversary: active property inference needs a multiclass task, not {fed.corpus.task}")
     for user in opts.users:
