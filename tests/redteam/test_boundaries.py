@@ -51,7 +51,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from leakbed.report import PLUGIN_SECTION
 from tests.redteam.handmade import Env, install, layered_env
-from tests.workers.ordinary import Ordinary, ordinary
+from tests.redteam.users import readable_by_everyone, user
+from tests.workers.ordinary import Ordinary
 
 pytestmark = pytest.mark.redteam
 HOSTILE = Path(__file__).resolve().parent / "hostile"
@@ -94,9 +95,7 @@ def setup() -> Setup:
     install(env.site, "leakbed-hostile", files=files, top_level=("leakbed_hostile",), entry_points=_entry_points())
     install(env.site, "leakbed-hostile-escapes", files={"hostile_escapes/__init__.py": ""}, top_level=("hostile_escapes",),
             entry_points={ESC_NAME: "hostile_escapes:Attack", "hostile-escval": ESC_VALUE})  # fmt: skip
-    for path in [folder, *folder.rglob("*")]:  # readable by everyone (the ordinary user runs in it)
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+    readable_by_everyone(folder)  # the ordinary user runs in it
     yield Setup(env, folder)
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -104,11 +103,7 @@ def setup() -> Setup:
 @pytest.fixture(scope="module", params=["root", "ordinary user"])
 def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
     """None: this test process's user (root here); else an ordinary user."""
-    if request.param == "root":
-        if os.geteuid() != 0:
-            pytest.skip("the root half needs root")
-        return None
-    return ordinary(tmp_path_factory.mktemp("ordinary"))
+    return user(request.param, tmp_path_factory)
 
 
 def leakbed(setup: Setup, who: Ordinary | None, args: list[str], tmp: Path, timeout: float = 1500) -> subprocess.CompletedProcess:

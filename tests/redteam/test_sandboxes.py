@@ -45,8 +45,9 @@ import pytest
 from leakbed.core.layout import RunLayout
 from leakbed.workers import uids
 from tests.redteam.handmade import Env, copy_module, editable_source, hostile_package, install, layered_env
+from tests.redteam.users import readable_by_everyone, user
 from tests.workers.allowlist import DRIVER, SEE, check_allowlist, fs_of
-from tests.workers.ordinary import Ordinary, ordinary
+from tests.workers.ordinary import Ordinary
 
 pytestmark = pytest.mark.redteam
 SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
@@ -107,9 +108,7 @@ def setup() -> Setup:
             entry_points={"hostile-inner": "hostile_inner.inner:HostileInner"})  # fmt: skip
     install(site, "leakbed-hostile-pth", files={"hostile_pth/__init__.py": ""}, top_level=("hostile_pth",),
             pth=f"import os; os.environ['{PTH_RAN}'] = '1'\n", entry_points={"hostile-pth": "hostile_pth:Attack"})
-    for path in [folder, *folder.rglob("*")]:  # readable by everyone (the ordinary user runs in it), scripts kept runnable
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+    readable_by_everyone(folder)  # the ordinary user runs in it
     yield Setup(env, folder, run_dir, links)
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -117,11 +116,7 @@ def setup() -> Setup:
 @pytest.fixture(scope="module", params=["root", "ordinary user"])
 def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
     """None: this test process's user (root here); else an ordinary user."""
-    if request.param == "root":
-        if os.geteuid() != 0:
-            pytest.skip("the root half needs root")
-        return None
-    return ordinary(tmp_path_factory.mktemp("ordinary"))
+    return user(request.param, tmp_path_factory)
 
 
 def leakbed(setup: Setup, who: Ordinary | None, args: list[str], tmp: Path, timeout: float = 600, path: str = "",

@@ -43,12 +43,17 @@ def hostile_env(prefix: str, published: dict[str, str]) -> Iterator[Env]:
         src = HOSTILE / "src"
         files = {str(p.relative_to(src)): p.read_text() for p in (src / "leakbed_hostile").rglob("*.py")}
         install(env.site, "leakbed-hostile", files=files, top_level=("leakbed_hostile",), entry_points=published)
-        for path in [folder, *folder.rglob("*")]:
-            if not path.is_symlink():
-                path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+        readable_by_everyone(folder)
         yield env
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def readable_by_everyone(folder: Path) -> None:
+    """``folder`` and what it holds readable by the ordinary user that runs in it (scripts kept runnable; links left)."""
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
 
 
 def user(param: str, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
