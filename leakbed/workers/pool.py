@@ -91,6 +91,7 @@ class PoolStats:
     fit_seconds: dict[str, float] = field(default_factory=dict)
     partial_fits: int = 0
     tasks_by_worker: dict[str, int] = field(default_factory=dict)  # by lane
+    tasks_by_host: dict[str, int] = field(default_factory=dict)  # by where the lane ran ("remote unix:/run/...")
     deadlines: int = 0  # tasks ended at their deadline
     lanes_started: int = 0
     lane_start_seconds: float = 0.0  # summed over lane starts (sandbox, imports, knowledge)
@@ -567,6 +568,8 @@ class AttackPool:
         with self._lock:
             key = lane.spec.key
             self.stats.tasks_by_worker[key] = self.stats.tasks_by_worker.get(key, 0) + 1
+            where = lane.host.where
+            self.stats.tasks_by_host[where] = self.stats.tasks_by_host.get(where, 0) + 1
         telemetry.WORKER_TASKS.labels(kind=task.op, outcome="ok").inc()
         telemetry.WORKER_TASK_DURATION.labels(kind=task.op).observe(seconds)
 

@@ -125,7 +125,7 @@ def test_a_killed_lane_comes_back_and_no_round_is_lost(tmp_path: Path, procs: Pr
 
     def lanes() -> list[int]:  # the lane's own process (not bwrap, prlimit or setpriv), among this run's processes
         mine = set(descendants(cli.popen.pid))
-        return [p for p in find_pids(r"^\S+ -m workers\.inside\.lane --in \d+ --out \d+$") if p in mine]
+        return [p for p in find_pids(r"^\S+ -m leakbed\.workers\.inside\.lane --in \d+ --out \d+$") if p in mine]
 
     wait_until(lambda: bool(lanes()), 300, "the shadow lane", procs)
     assert not (store / "shadow").exists() or not any((store / "shadow").glob("r*.npz"))

@@ -93,6 +93,7 @@ def test_a_pool_with_the_runs_certificate_runs_its_lanes_through_the_worker(tmp_
     s = pool.stats
     assert (s.tapped, s.analysed, s.failed) == (6, 6, 0) and s.fitted("knn") and not s.errors, s.errors
     assert s.tasks_by_worker == {"r/knn": 1} and outputs(tmp_path, "knn")["scores"].shape == (6, 6)
+    assert s.tasks_by_host == {f"remote {address}": 1}  # where it ran: the worker, not here
     assert (tmp_path / "worker" / "logs" / "r-knn.log").is_file() and gateway._lanes == {}  # ran there, stopped
 
 
