@@ -125,7 +125,7 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     marks: set[str] = set()
     homes: set[Path] = set()
 
-    def running() -> bool:  # mid-round, Ray's agents up (they start after the raylet and name themselves later)
+    def running() -> bool:  # mid-round, with Ray's agents up and found (by mark, or by the files they hold in a home)
         marks.update(_marks_below(proc.pid, homes))
         if not (_mid_round(run) and marks):
             return False
