@@ -83,10 +83,10 @@ def check_adversary(cfg: ExperimentConfig, fed: Federation) -> None:
     if unknown:
         raise ConfigError(f"adversary.users: {unknown[0]!r} is not a user of the federation")
     if fed.corpus.task != "multiclass":
-        raise ValueError(f"adversary: active property inference needs a multiclass task, not {fed.corpus.task}")
+        raise ConfigError(f"adversary: active property inference needs a multiclass task, not {fed.corpus.task}")
     for user in opts.users:
         prop = fed.splits[user].private.attrs.get(opts.property)
         if prop is None:
-            raise ValueError(f"adversary: the data has no per-example attribute {opts.property!r}")
+            raise ConfigError(f"adversary: the data has no per-example attribute {opts.property!r}")
         if not np.asarray(prop).any():
-            raise ValueError(f"adversary: {user} holds no example with the property, so it cannot learn it")
+            raise ConfigError(f"adversary: {user} holds no example with the property, so it cannot learn it")

@@ -254,7 +254,7 @@ def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.
     assert re.search(r"failed replies [1-9]", report), report
     restarted = int(engine.run("inspect", worker, "--format", "{{.RestartCount}}").stdout.strip() or 0)
     assert restarted >= 1, "the restart policy did not bring the crashed worker back"
-    served = sum(n for where, n in pool["tasks_by_host"].items() if "/attack-workers/1/" in where)
+    served = sum(n for where, n in pool["tasks_by_host"].items() if f"{compose.WORKER_SOCKETS}/1/" in where)
     assert pool["retries"] >= 1 or served >= 1, pool  # the crashed worker's lanes were retried or it served tasks
     assert metrics["audit"]["candidates"] == 16 and metrics["audit"]["rounds_observed"] >= 1, metrics["audit"]
     check_dashboard(plain, float(result["end"]) - HOLD_S / 2)

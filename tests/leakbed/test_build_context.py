@@ -8,6 +8,7 @@ import hashlib
 import io
 import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,6 @@ def test_a_checkouts_egg_info_first_on_sys_path_is_not_taken_for_the_install(tmp
     """A fresh clone after ``pip install -e .`` holds setuptools' ``leakbed.egg-info`` (PKG-INFO, no METADATA); with the
     working folder first on ``sys.path`` (pytest, ``python -m``) ``metadata.distribution`` found it first and every
     image build failed: 'the installed leakbed has no METADATA' (CI on a fresh clone, 2026-11-28)."""
-    from importlib import metadata
-
     egg = tmp_path / "leakbed.egg-info"
     egg.mkdir()
     (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: leakbed\nVersion: 0.1.0\n")
@@ -91,7 +90,5 @@ def test_a_checkouts_egg_info_first_on_sys_path_is_not_taken_for_the_install(tmp
     assert dist.read_text("METADATA") is not None
     assert "stale-requirement==1" not in build_context.requirements()
     wheel = build_context.repack(tmp_path / "out")
-    import zipfile
-
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("leakbed-0.1.0.dist-info/METADATA").startswith(b"Metadata-Version")
