@@ -2,7 +2,7 @@
 
 xdist's unit of work is then a test module, or a test class, so a module-scoped fixture (a federation
 several tests read) is built once, on one worker; a class gives tests a unit of their own (the
-container tests' TLS stack runs beside the plain stack's tests). Units are handed out longest first,
+compose tutorial's stack comes up beside the container tests' own). Units are handed out longest first,
 from ``tests/timings.json``: what each unit took in a measured run of the whole suite
 (``--write-timings``), because a long unit handed out last would end the run alone. xdist hands out
 units in collection order and knows no durations, so the order is set here (``--no-loadscope-reorder``

@@ -4,8 +4,9 @@ Docker or Podman (through its Docker API, as `.ci/run` sets up) builds the image
 or the Debian one where no registry answers) and runs SuperLink, the ServerApp's SuperExec,
 3 SuperNodes with their SuperExecs, 2 attack workers (no network, hardened; the red team tries to break
 out of one) and Prometheus, each a container. A missing
-engine skips here and fails in CI. The images are built once (layer cache); each stack is
-brought up and torn down by its fixture.
+engine skips here and fails in CI. The images are built once (layer cache); one stack, with the TLS overlay
+(TLS on the SuperLink, SuperNode authentication), serves every test of the module: the plain stack, without
+the overlay, is the compose tutorial's (tests/docs/test_tutorials.py::TestComposeTutorial).
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def _stack(project: str, tls: bool) -> stack.Stack:
 
 
 @pytest.fixture(scope="module")
-def plain(engine: Engine, chosen: images.Images) -> Iterator[stack.Stack]:
-    s = _stack("leakbed-ct", tls=False)
+def live(engine: Engine, chosen: images.Images) -> Iterator[stack.Stack]:
+    """The module's stack, with the TLS overlay: every run of the module goes over TLS to authenticated SuperNodes."""
+    s = _stack("leakbed-ct", tls=True)
     stack.down(engine, s)
     stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
     yield s
@@ -137,12 +139,12 @@ def prometheus_query(s: stack.Stack, expr: str, at: float) -> list[dict]:
     return body["data"]["result"]
 
 
-def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Stack, tmp_path: Path) -> None:
-    submit(engine, plain, "plain")
-    deployed = fetch_run(engine, plain, "plain", tmp_path / "plain")
+def test_a_run_in_containers_equals_leakbed_run(engine: Engine, live: stack.Stack, tmp_path: Path) -> None:
+    submit(engine, live, "first")
+    deployed = fetch_run(engine, live, "first", tmp_path / "first")
     assert deployed["users"] == SUPERNODES and deployed["rounds"] == ROUNDS
     assert deployed["pool"]["tapped"] == deployed["pool"]["analysed"] == SUPERNODES * ROUNDS
-    assert (tmp_path / "plain" / "report.md").is_file()
+    assert (tmp_path / "first" / "report.md").is_file()
     assert deployed["attack_side"]["remote_workers"] is True, deployed["attack_side"]
 
     # the same config and seed in the Ray simulation (without the deployment's overrides: workers' addresses, telemetry)
@@ -161,25 +163,25 @@ def test_a_run_in_containers_equals_leakbed_run(engine: Engine, plain: stack.Sta
         assert deployed["utility"][rnd]["loss"] == pytest.approx(u["loss"], abs=1e-6), rnd
 
 
-def test_attack_workers_cannot_see_the_truth(engine: Engine, plain: stack.Stack) -> None:
+def test_attack_workers_cannot_see_the_truth(engine: Engine, live: stack.Stack) -> None:
     for w in range(WORKERS):
         service = f"attack-worker-{w}"
-        mounts = json.loads(engine.run("inspect", container(engine, plain, service), "--format", "{{json .Mounts}}").stdout)
+        mounts = json.loads(engine.run("inspect", container(engine, live, service), "--format", "{{json .Mounts}}").stdout)
         volumes = {m.get("Name", "") for m in mounts} | {m.get("Destination", "") for m in mounts}
         assert not any("referee" in v or "leakbed-data" in v for v in volumes), mounts
         assert any(m.get("Destination") == "/attack-store" for m in mounts), mounts
         found = exec_in(
-            engine, plain, service, "find", "/", "-xdev", "(", "-name", "truth.jsonl", "-o", "-name", "update-ids.key", ")"
+            engine, live, service, "find", "/", "-xdev", "(", "-name", "truth.jsonl", "-o", "-name", "update-ids.key", ")"
         )
         assert found.strip() == "", found
-        stores = exec_in(engine, plain, service, "find", "/attack-store", "-maxdepth", "3", "-name", "knowledge.json")
+        stores = exec_in(engine, live, service, "find", "/attack-store", "-maxdepth", "3", "-name", "knowledge.json")
         assert stores.strip(), "the worker's store holds the run's knowledge (so find did look)"
     # the truth is there, in the ServerApp's container only
-    assert exec_in(engine, plain, "serverapp", "find", "/referee", "-name", "truth.jsonl").strip()
+    assert exec_in(engine, live, "serverapp", "find", "/referee", "-name", "truth.jsonl").strip()
 
 
 @pytest.mark.redteam
-def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stack.Stack) -> None:
+def test_an_attack_worker_container_cannot_break_out(engine: Engine, live: stack.Stack) -> None:
     """The break-out probes of ``attacks.breakout``, run where attack code runs in a live attack-worker container: in
     a lane's bubblewrap sandbox inside it (``leakbed sandbox-run``, the lane's own sandbox over the read-only store),
     under the container's user and limits: no service of the stack answers (by name, on its port), no host port,
@@ -195,22 +197,24 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     argv += [a for addr in host_addresses() for a in ("--host-address", addr)]
     argv += [a for name in abstract_unix_sockets() for a in ("--abstract", name)]
     argv += [a for port in listening_tcp_ports() for a in ("--port", str(port))]
+
     # the truth and run folders as they lie in the ServerApp's container (a run made them), the other worker's socket
     def run_files() -> list[str]:
-        found = exec_in(engine, plain, "serverapp", "find", "/referee", "/data", "-name", "*.jsonl", "-o", "-name", "*.toml")
+        found = exec_in(engine, live, "serverapp", "find", "/referee", "/data", "-name", "*.jsonl", "-o", "-name", "*.toml")
         return found.split()
 
     secrets, made = run_files(), ""
     if not any(p.endswith("truth.jsonl") for p in secrets):  # no run in this stack yet: make one
-        made = submit(engine, plain, "redteam-breakout")[1][-3000:] + logs(engine, plain)
+        made = submit(engine, live, "redteam-breakout")[1][-3000:] + logs(engine, live)
         secrets = run_files()
     assert any(p.endswith("truth.jsonl") for p in secrets), f"no truth to look for: {secrets}\n{made}"
     argv += [a for path in [*secrets, "/run/attack-workers/1/worker.sock"] for a in ("--secret", path)]  # the other worker's
     probe = ["python3", "-m", "leakbed.attacks.breakout"]
+    # the lane's sandbox; its own gateway's socket is a secret too
     lane = ["leakbed", "sandbox-run", "--store", "/attack-store", "--", *probe, "--store", "/leakbed/out",
             "--scratch", "/leakbed/out", "--outside", "/leakbed/inputs", *argv,
-            "--secret", "/run/leakbed/worker.sock"]  # fmt: skip  (and its own gateway's socket)
-    out = exec_in(engine, plain, "attack-worker-0", *lane)
+            "--secret", "/run/leakbed/worker.sock"]  # fmt: skip
+    out = exec_in(engine, live, "attack-worker-0", *lane)
     found = json.loads(out)
     assert set(found) == set(PROBES), out
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
@@ -218,7 +222,7 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
     # the gateway around the lanes (it serves /run/leakbed/worker.sock itself): what bubblewrap needs, nothing more
     gateway = ["python3", "-m", "leakbed.attacks.breakout", "--store", "/tmp", "--scratch", "/tmp", "--outside", "/attack-store"]
-    found = json.loads(exec_in(engine, plain, "attack-worker-0", *gateway, *argv))
+    found = json.loads(exec_in(engine, live, "attack-worker-0", *gateway, *argv))
     broken = {name: p["detail"] for name, p in found.items() if not p["held"]}
     assert set(broken) <= {"mount", "kernel-interfaces"}, broken
     assert broken.get("mount", "mount tmpfs: EPERM").startswith("mount tmpfs: EPERM"), broken  # no mount of its own
@@ -228,24 +232,24 @@ def test_an_attack_worker_container_cannot_break_out(engine: Engine, plain: stac
     assert "interfaces ['lo']" in found["off-machine"]["detail"]  # no network at all, not only no route
 
 
-def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.Stack, tmp_path: Path) -> None:
+def test_faults_are_survived_counted_and_caught_up(engine: Engine, live: stack.Stack, tmp_path: Path) -> None:
     """A SuperNode killed mid-run: the run finishes and counts the failure. An attack worker
     killed mid-run: its restart policy brings it back and analysed catches up with tapped."""
     result: dict[str, object] = {}
 
     def run() -> None:
         # a dead device is found by the SuperLink's heartbeats, or at the latest by the round's time limit
-        result["end"], result["out"] = submit(engine, plain, "faults", "fl.round_timeout=240", *EVERY_PANEL)
+        result["end"], result["out"] = submit(engine, live, "faults", "fl.round_timeout=240", *EVERY_PANEL)
 
     thread = threading.Thread(target=run)
     thread.start()
-    worker = container(engine, plain, "attack-worker-1")
-    wait_for(lambda: _round(plain) >= 1, 300)
-    engine.run("kill", container(engine, plain, "supernode-2"))  # a device gone for good
+    worker = container(engine, live, "attack-worker-1")
+    wait_for(lambda: _round(live) >= 1, 300)
+    engine.run("kill", container(engine, live, "supernode-2"))  # a device gone for good
     crash(engine, worker)
     thread.join(900)
     assert "end" in result, "the run did not finish"
-    metrics = fetch_run(engine, plain, "faults", tmp_path / "faults")
+    metrics = fetch_run(engine, live, "faults", tmp_path / "faults")
     failed = sum(r["failed"] for r in metrics["rounds_log"].values())
     assert failed >= 1, metrics["rounds_log"]
     pool = metrics["pool"]
@@ -257,7 +261,7 @@ def test_faults_are_survived_counted_and_caught_up(engine: Engine, plain: stack.
     served = sum(n for where, n in pool["tasks_by_host"].items() if f"{compose.WORKER_SOCKETS}/1/" in where)
     assert pool["retries"] >= 1 or served >= 1, pool  # the crashed worker's lanes were retried or it served tasks
     assert metrics["audit"]["candidates"] == 16 and metrics["audit"]["rounds_observed"] >= 1, metrics["audit"]
-    check_dashboard(plain, float(result["end"]) - HOLD_S / 2)
+    check_dashboard(live, float(result["end"]) - HOLD_S / 2)
 
 
 def crash(engine: Engine, container_id: str) -> None:
@@ -300,29 +304,19 @@ def check_dashboard(s: stack.Stack, at: float) -> None:
     assert not empty, "\n".join(empty)
 
 
-class TestTLSOverlay:
-    """Its own stack, so a class: xdist runs it beside the plain stack's tests, on another worker
-    (tests/schedule.py); the images are built once, under leakbed's build lock."""
-
-    def test_tls_overlay_runs_with_authenticated_supernodes(self, engine: Engine, chosen: images.Images, tmp_path: Path) -> None:
-        s = _stack("leakbed-ct-tls", tls=True)
-        stack.down(engine, s)
-        try:
-            stack.up(engine, s, base=chosen.base, build=False, say=lambda m: None)
-            reg = stack.run_compose(engine, s, "logs", "--no-color", "register-supernodes", check=False).stdout
-            assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
-            submit(engine, s, "tls")
-            metrics = fetch_run(engine, s, "tls", tmp_path / "tls")
-            assert metrics["pool"]["tapped"] == metrics["pool"]["analysed"] == SUPERNODES * ROUNDS
-            assert metrics["attack_side"]["remote_workers"] is True
-        finally:
-            left = stack.down(engine, s)
-        assert left == [], left
+def test_the_tls_overlay_authenticates_every_supernode(engine: Engine, live: stack.Stack) -> None:
+    """The stack's SuperLink speaks TLS only, and admits the SuperNodes whose keys the overlay registered (every run of
+    this module, the one above included, went through it)."""
+    reg = stack.run_compose(engine, live, "logs", "--no-color", "register-supernodes", check=False).stdout
+    assert f"registered {SUPERNODES} SuperNode keys" in reg, reg
+    assert (live.certs / "ca.crt").is_file() and "root-certificates" in (live.flwr_home / "config.toml").read_text()
+    with pytest.raises(OSError):  # no plain text on the SuperLink's port
+        urllib.request.urlopen(f"http://127.0.0.1:{live.superlink_port}/health", timeout=10)  # noqa: S310
 
 
-def test_down_leaves_nothing_behind(engine: Engine, plain: stack.Stack) -> None:
-    assert stack.down(engine, plain) == []
-    assert not plain.folder.exists()
+def test_down_leaves_nothing_behind(engine: Engine, live: stack.Stack) -> None:
+    assert stack.down(engine, live) == []
+    assert not live.folder.exists()
 
 
 def test_docker_host_at_podman_is_still_podman(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:

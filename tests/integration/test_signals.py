@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from leakbed.core.processes import MARK, environment, holding
+from leakbed.sweep import BASELINE
 from leakbed.workers import transport
 from leakbed.workers.sandbox import available
 from leakbed.workers.transport import pb, pb_grpc
@@ -168,11 +169,19 @@ def test_a_second_interrupt_ends_at_once(tmp_path: Path) -> None:
     assert not _marked(marks)
 
 
-def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
+# The sweep's grid: rand-aug at 0 and 1 beside noise and dropout at 0, so its alpha=0 point runs every defense at
+# parameter 0, which must give the undefended baseline's numbers exactly
+SWEEP_DEFENSES = 'defenses=[{name="rand-aug"}, {name="noise", variance=0.0}, {name="dropout", p=0.0}]'
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped_and_reports(tmp_path: Path) -> None:
+    """Ctrl-C mid-sweep keeps the finished points; the same command resumes, runs only the rest, writes the
+    trade-off (where defenses at parameter 0 reproduce the baseline exactly) and leaves nothing running; once
+    complete it reruns nothing, and another grid into the same folder is refused in one line (exit 2)."""
     out, log = tmp_path / "sweep", tmp_path / "cli.log"
     sets = [s for s in TINY if not s.startswith(("fl.rounds", "split.priors"))] + ["fl.rounds=3", 'split.priors=["random"]']
-    argv = [str(VENV_BIN / "leakbed"), "sweep", "--grid", "fl.lr=0.05,0.1", *[a for s in sets for a in ("--set", s)],
-            "--out", str(out)]  # fmt: skip
+    argv = [str(VENV_BIN / "leakbed"), "sweep", "--set", SWEEP_DEFENSES, "--grid", "defenses.0.alpha=0,1",
+            *[a for s in sets for a in ("--set", s)], "--out", str(out)]  # fmt: skip
     proc = _start(argv, log)
     points: list[Path] = []
 
@@ -186,14 +195,35 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
     finished = [p.name for p in points if (p / "metrics.json").exists()]
     total = len(json.loads((out / "sweep.json").read_text())["points"])  # the baseline and the grid's two
     assert total == 3 and 1 <= len(finished) < total
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     with Witness() as witness:  # the resumed sweep runs to its end, and then leaves nothing
-        env = witness.env({**os.environ, "FLWR_TELEMETRY_ENABLED": "0"})
-        again = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=witness.env(env))
         assert again.returncode == 0, again.stderr[-2000:]
         witness.check()  # no process (SuperLink, Ray head and its agents, lanes), no temporary folder, no socket
     reused = len(finished)
     assert f"ran {total - reused} of {total} points ({reused} reused)" in again.stdout, again.stdout
-    assert all((out / name / "metrics.json").exists() for name in json.loads((out / "sweep.json").read_text())["points"])
+    names = json.loads((out / "sweep.json").read_text())["points"]
+    assert all((out / name / "metrics.json").exists() for name in names)
+
+    rows = json.loads((out / "tradeoff.json").read_text())
+    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.alpha=0", "defenses.0.alpha=1"]
+    assert rows[0]["utility_norm"] == 1.0 and (out / "tradeoff.png").stat().st_size > 10_000
+    base, off = (json.loads((out / n / "random" / "metrics.json").read_text()) for n in (BASELINE, "defenses.0.alpha=0"))
+    assert len(off["defenses"]) == 3 and not base["defenses"]  # the three defenses ran, at parameter 0 ...
+    assert sorted(off["attackers"]) == sorted(base["attackers"]) == ["knn"]
+    for name, attacker in base["attackers"].items():  # ... and every number is the baseline's (groups aside)
+        assert attacker["per_round"], name
+        assert {k: v for k, v in off["attackers"][name].items() if k != "groups"} == {
+            k: v for k, v in attacker.items() if k != "groups"
+        }, name
+    assert off["utility"] == base["utility"]
+
+    stamp = (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns
+    complete = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert complete.returncode == 0 and "ran 0 of 3 points (3 reused)" in complete.stdout, complete.stdout[-2000:]
+    assert (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns == stamp
+    other = subprocess.run([*argv, "--grid", "fl.lr=0.2"], capture_output=True, text=True, timeout=300, env=env)
+    assert other.returncode == 2 and "different sweep" in other.stderr, other.stderr[-2000:]
 
 
 def test_leakbed_deploy_local_stops_everything_it_started(tmp_path: Path) -> None:

@@ -1,25 +1,11 @@
-import json
 import subprocess
 import sys
 
 import pytest
 
-from leakbed.cli import main
 from leakbed.core.config import ConfigError
 from leakbed.sweep import BASELINE, Grid, defense_label, extends, grid_points, parse_grid, read_sweep_file, sweep_spec
 from tests.conftest import REPO
-
-TINY = [
-    "data.synthetic.users=8",
-    "data.synthetic.examples_per_user=40",
-    "data.synthetic.image_size=8",
-    "fl.rounds=3",
-    "fl.fraction_train=0.5",
-    "workers.count=1",
-    'split.priors=["random"]',
-]
-# the in-process sweep's points: 2 rounds, the one attacker its rows are read for, at tiny_config's MLP epochs
-SMALL = [*(t for t in TINY if t != "fl.rounds=3"), "fl.rounds=2", 'attack.suite=["mlp"]', "attack.params.mlp.epochs=50"]
 
 
 def test_grid_is_a_product_plus_an_undefended_baseline():
@@ -41,30 +27,6 @@ def test_bad_grid_fails_before_running():
     points = grid_points({"defenses": [{"name": "noise"}]}, [], parse_grid(["defenses.0.variance=-1"]))
     with pytest.raises(ConfigError, match=r"defenses.0 \(noise\).variance: Input should be greater than or equal to 0"):
         resolve(points["defenses.0.variance=-1"])  # each defense's own parameters: checked by its plugin, before a run
-
-
-@pytest.mark.slow
-def test_sweep_runs_resumes_and_reports(tmp_path, capsys):
-    """Through leakbed.cli.main in this process (the command's process path and its exit code 2 are
-    test_sweep_cli_needs_a_grid_and_fails_fast's); the sweep still starts its own SuperLink and Ray for its points."""
-    out = tmp_path / "sweep"
-    args = ["sweep", "--set", 'defenses=[{name="rand-aug"}]', "--grid", "defenses.0.alpha=0,1", "--out", str(out)]
-    args += [a for s in SMALL for a in ("--set", s)]
-    code = main(args)
-    first = capsys.readouterr()
-    assert code == 0, first.err[-2000:]
-    assert "ran 3 of 3 points" in first.out
-    rows = json.loads((out / "tradeoff.json").read_text())
-    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.alpha=0", "defenses.0.alpha=1"]
-    assert rows[0]["utility_norm"] == 1.0 and (out / "tradeoff.png").stat().st_size > 10_000
-    # alpha 0 is the baseline, exactly
-    assert rows[1]["utility"] == rows[0]["utility"] and rows[1]["mlp_x_chance"] == rows[0]["mlp_x_chance"]
-    stamp = (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns
-    code = main(args)
-    assert code == 0 and "ran 0 of 3 points (3 reused)" in capsys.readouterr().out
-    assert (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns == stamp
-    code = main([*args, "--grid", "fl.lr=0.2"])
-    assert code == 2 and "different sweep" in capsys.readouterr().err
 
 
 def test_several_labelled_grids_share_one_baseline_and_sweep():
