@@ -23,6 +23,7 @@ from leakbed.core.processes import alive, descendants
 from leakbed.workers.hostile import LogSink
 from leakbed.workers.lane import LaneBroke, LaneDeadline, LaneDied, LaneProcess, LaneSpec, TaskFailed, exit_meaning
 from leakbed.workers.sandbox import Limits, available
+from tests.integration.procs import wait_until
 from tests.workers import kit
 
 pytestmark = pytest.mark.skipif(available() != "", reason=f"no sandbox here: {available()}")
@@ -173,10 +174,7 @@ def test_an_attack_that_raises_fails_its_task_in_its_own_words_and_the_lane_live
     # its traceback, in its own log: a trusted thread copies the lane's output there (workers.lane.LogSink), on a pipe
     # of its own, so it may land a moment after the reply
     log = tmp_path / "logs" / "knn.log"
-    deadline = time.monotonic() + 10
-    while "FileNotFoundError" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert "FileNotFoundError" in log.read_text()
+    wait_until(lambda: "FileNotFoundError" in log.read_text(), 10, "the traceback in the lane's log", interval=0.1)
 
 
 def test_a_lane_that_dies_mid_task_says_how_with_its_last_words_labelled(tmp_path, store, started):

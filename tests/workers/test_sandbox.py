@@ -435,8 +435,7 @@ def test_a_uid_still_running_a_process_is_not_leased_again():
             held.append(uids.lease())
         leased = [lease.uid for lease in held]
         assert taken not in leased and leased[-1] > taken and uids.in_range(leased[-1]), leased  # skipped, not leased
-        first = held.pop(0)
-        first.release()
+        held.pop(0).release()
         again = uids.lease()
         assert again.uid != taken and again.uid <= leased[-1]  # released: leased again (or a lower one another freed)
         again.release()
