@@ -46,8 +46,11 @@ Progress = Callable[[int, dict[str, float]], None]
 # its workers bind random ports (0: no fixed range)
 RAY_PORTS = (
     "--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port",
+    "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--dashboard-port",
 )  # fmt: skip
+# What a private head leaves out: Ray's client server (port 0: none; the runs join by the GCS address) and the
+# autoscaler's monitor (one node, nothing to scale): two processes of each run's head, about 1 CPU-second
+RAY_LEFT_OUT = ("--ray-client-server-port=0", "--no-monitor")
 
 
 class SimulationFailed(Failed, RuntimeError):
@@ -126,12 +129,12 @@ class SimulationLink(ProcessLauncher):
 
     def _start_ray(self, logs: Path) -> tuple[subprocess.Popen, str]:
         """Start a private Ray head for this link's runs (its processes carry the link's mark), every port of it free,
-        no dashboard; returns the ``ray start`` process (it exits once the head is up) and the head's address."""
+        no dashboard, client server or autoscaler; returns the ``ray start`` process (it exits once the head is up) and the head's address."""
         port, *others = free_ports(1 + len(RAY_PORTS))
         cmd = [flower.script("ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
                "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.home / 'ray'}",
                f"--num-cpus={os.cpu_count() or 1}", *(f"{flag}={p}" for flag, p in zip(RAY_PORTS, others, strict=True)),
-               "--min-worker-port=0", "--max-worker-port=0"]  # fmt: skip
+               "--min-worker-port=0", "--max-worker-port=0", *RAY_LEFT_OUT]  # fmt: skip
         return self.start("ray-head", cmd, logs / "ray-head.log"), f"127.0.0.1:{port}"
 
     def submit(self, run_config: dict[str, str], federation_config: dict[str, object], log_path: Path) -> int:

@@ -32,12 +32,12 @@ from leakbed.core.processes import terminate_tree as terminate_tree
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where flwr's entry points live
 
-# The run config every integration test uses: 2 users, 2 rounds, both users sampled each round.
+# The run config every integration test uses: 2 users, 2 rounds, both users sampled each round, one ClientApp actor.
 # `set` is split on whitespace outside brackets and quotes on the server (core.config.split_overrides),
 # so the TOML array passes as written inside the single-quoted (literal) value.
 OVERRIDES = (
     "data.synthetic.users=2 fl.rounds=2 fl.fraction_train=1.0 workers.count=1 "
-    'data.synthetic.examples_per_user=40 split.priors=["random"]'
+    'data.synthetic.examples_per_user=40 split.priors=["random"] simulation.client_cpus=2'
 )
 
 

@@ -33,7 +33,7 @@ from tests.workers import kit
 pytestmark = pytest.mark.slow
 TINY = ["data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
         "fl.fraction_train=0.5", "fl.rounds=400", 'split.priors=["random", "chrono"]', 'attack.suite=["knn"]',
-        "workers.count=1"]  # fmt: skip
+        "workers.count=1", "simulation.client_cpus=2"]  # fmt: skip
 STOPPED_WITHIN = 10.0  # [s] the bound
 # ports a Ray head takes unless told otherwise: GCS, dashboard, client server, dashboard agent, metrics, runtime env agent
 RAY_DEFAULT_PORTS = {6379, 8265, 10001, 52365, 8076, 8080, 61410}

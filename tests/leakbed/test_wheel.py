@@ -34,6 +34,7 @@ SMALL = [
     "fl.fraction_train=0.5",
     'split.priors=["random"]',
     'attack.suite=["svm", "bias-labels"]',  # bias-labels: the example plugin, installed beside the wheel
+    "simulation.client_cpus=2",  # one ClientApp actor on the suite's 2 cores (no number depends on it)
 ]
 
 

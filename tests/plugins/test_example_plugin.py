@@ -34,6 +34,7 @@ SMALL = [
     'split.priors=["random"]',
     "workers.count=1",
     'attack.suite=["knn", "bias-labels"]',
+    "simulation.client_cpus=2",  # one ClientApp actor on the suite's 2 cores (no number depends on it)
 ]
 
 

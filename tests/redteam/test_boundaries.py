@@ -5,9 +5,12 @@ Hostile attacks (``tests/redteam/hostile``: ``leakbed_hostile.forgery`` and ``.f
 ``hostile-lastwords`` for errors and last words) are installed by hand, as pip leaves a distribution
 (``tests/redteam/handmade.py``), into an environment of this module's own that an ordinary user can read; beside
 them, ``leakbed-hostile-escapes`` publishes an entry point whose name, and another whose value, carry terminal
-escapes. One small run (6 users, 2 rounds, seed 7) holds every attack beside ``knn`` and ``metadata``, as root and as
-an ordinary user (``tests/workers/ordinary.py``); each test reads one route's evidence from what trusted code wrote
-and printed. Routes, what the adversary tried, and what holding means:
+escapes. One small run (6 users, 2 rounds, seed 7, one ClientApp actor) holds every attack beside ``knn`` and
+``metadata``; each test reads one route's evidence from what trusted code wrote and printed. It runs as the user who
+runs pytest only: every route here is trusted code reading bytes a plugin wrote (text, numbers, scores), and the bytes
+and the code are the same whoever runs them; the routes where the uid matters (sandboxes that share one) are
+``test_sandboxes.py``'s and ``test_declarations.py``'s, run both ways. Routes, what the adversary tried, and what
+holding means:
 
 - forged report structure (``hostile-forged-notes``): its scorer's notes, tables and figure names, and its declared
   notes, forge a ``## Verdict (leakbed)`` section, a table, remote images, a ``javascript:`` link, HTML. Holds: the
@@ -51,15 +54,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from leakbed.report import PLUGIN_SECTION
 from tests.redteam.handmade import Env, install, layered_env
-from tests.redteam.users import readable_by_everyone, user
-from tests.workers.ordinary import Ordinary
 
 pytestmark = pytest.mark.redteam
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 DEADLINE_S = 40
 SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
          "fl.rounds=2", "fl.fraction_train=1.0", 'split.priors=["random"]', "workers.count=2",
-         f"workers.task_deadline={DEADLINE_S}", "workers.limits.output=64", "workers.limits.tmp=64"]  # fmt: skip
+         f"workers.task_deadline={DEADLINE_S}", "workers.limits.output=64", "workers.limits.tmp=64",
+         "simulation.client_cpus=2"]  # fmt: skip
 FRAMES = {"hostile-huge-seconds": "its seconds is an integer of 1329 bits, more than 2**53",
           "hostile-negative-seconds": "its seconds is -1, outside [0, ",
           "hostile-nan-seconds": "JSON holds NaN, refused"}  # fmt: skip
@@ -88,33 +90,23 @@ def _entry_points() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def setup() -> Setup:
     folder = Path(tempfile.mkdtemp(prefix="leakbed-redteam-boundaries-", dir="/tmp"))
-    folder.chmod(0o755)
     env = layered_env(folder)
     src = HOSTILE / "src" / "leakbed_hostile"
     files = {f"leakbed_hostile/{p.name}": p.read_text() for p in src.glob("*.py")}
     install(env.site, "leakbed-hostile", files=files, top_level=("leakbed_hostile",), entry_points=_entry_points())
     install(env.site, "leakbed-hostile-escapes", files={"hostile_escapes/__init__.py": ""}, top_level=("hostile_escapes",),
             entry_points={ESC_NAME: "hostile_escapes:Attack", "hostile-escval": ESC_VALUE})  # fmt: skip
-    readable_by_everyone(folder)  # the ordinary user runs in it
     yield Setup(env, folder)
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="module", params=["root", "ordinary user"])
-def who(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Ordinary | None:
-    """None: this test process's user (root here); else an ordinary user."""
-    return user(request.param, tmp_path_factory)
-
-
-def leakbed(setup: Setup, who: Ordinary | None, args: list[str], tmp: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
-    """``<env>/bin/python -m leakbed.cli ARGS`` as ``who``, in a folder of its own, with a cache of its own."""
+def leakbed(setup: Setup, args: list[str], tmp: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
+    """``<env>/bin/python -m leakbed.cli ARGS`` in a folder of its own, with a cache of its own."""
     command = [str(setup.env.python), "-m", "leakbed.cli", *args]
-    if who is None:
-        cwd = Path(tempfile.mkdtemp(dir=tmp))
-        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-        env.update(LEAKBED_CACHE=str(setup.folder / "cache-root"), HOME=str(cwd), FLWR_TELEMETRY_ENABLED="0", COLUMNS="250")
-        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    return who.run(command, cwd=who.folder("cwd"), env=who.env(COLUMNS="250"), timeout=timeout)  # rich: no wrapped cells
+    cwd = Path(tempfile.mkdtemp(dir=tmp))
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env.update(LEAKBED_CACHE=str(setup.folder / "cache"), HOME=str(cwd), FLWR_TELEMETRY_ENABLED="0", COLUMNS="250")
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @dataclass
@@ -150,15 +142,14 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(setup: Setup, who: Ordinary | None, tmp_path_factory: pytest.TempPathFactory) -> Run:
+def run(setup: Setup, tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("boundaries")
-    out = (who.folder("runs") if who else tmp) / "run"
+    out = tmp / "run"
     sets = [*SMALL, f"attack.suite={json.dumps(SUITE)}"]
     t0 = time.monotonic()
-    done = leakbed(setup, who, ["run", "--out", str(out), *(a for s in sets for a in ("--set", s))], tmp)
+    done = leakbed(setup, ["run", "--out", str(out), *(a for s in sets for a in ("--set", s))], tmp)
     seconds = time.monotonic() - t0
-    print(f"\n[redteam] boundaries run of {len(SUITE)} attacks as {'root' if who is None else 'an ordinary user'}: "
-          f"{seconds:.0f} s, rc {done.returncode}")  # fmt: skip
+    print(f"\n[redteam] boundaries run of {len(SUITE)} attacks: {seconds:.0f} s, rc {done.returncode}")
     assert done.returncode == 0, done.stderr[-4000:]  # a scorer missing a field no longer costs the run its report
     return Run(out, done, seconds)
 
@@ -205,14 +196,13 @@ def test_no_escape_byte_reaches_any_output(run: Run) -> None:
 
 
 @pytest.mark.slow
-def test_escapes_in_entry_point_names_and_values_never_reach_the_console(setup: Setup, who: Ordinary | None,
-                                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_escapes_in_entry_point_names_and_values_never_reach_the_console(setup: Setup, tmp_path: Path) -> None:
     sets = [*SMALL, 'attack.suite=["no-such-attack"]']
-    unknown = leakbed(setup, who, ["validate", *(a for s in sets for a in ("--set", s))], tmp_path, timeout=600)
-    value = leakbed(setup, who, ["validate", *(a for s in [*SMALL, 'attack.suite=["hostile-escval"]']
+    unknown = leakbed(setup, ["validate", *(a for s in sets for a in ("--set", s))], tmp_path, timeout=600)
+    value = leakbed(setup, ["validate", *(a for s in [*SMALL, 'attack.suite=["hostile-escval"]']
                                                for a in ("--set", s))], tmp_path, timeout=600)  # fmt: skip
-    listed = leakbed(setup, who, ["plugins"], tmp_path, timeout=600)
-    as_json = leakbed(setup, who, ["plugins", "--json"], tmp_path, timeout=600)
+    listed = leakbed(setup, ["plugins"], tmp_path, timeout=600)
+    as_json = leakbed(setup, ["plugins", "--json"], tmp_path, timeout=600)
     for done, says in ((unknown, "unknown attack 'no-such-attack'"), (value, "hostile-escval")):
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and says in lines[0], done.stderr[-2000:]

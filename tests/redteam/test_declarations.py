@@ -53,7 +53,7 @@ pytestmark = pytest.mark.redteam
 REPO = Path(__file__).resolve().parents[2]
 URL_PORT, FIFO = 47311, Path("/tmp/leakbed-hostile-ref.fifo")  # what leakbed_hostile.declarations.common names
 SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
-         "fl.rounds=2", "workers.count=1"]  # fmt: skip
+         "fl.rounds=2", "workers.count=1", "simulation.client_cpus=2"]  # fmt: skip
 ESCAPES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

@@ -91,6 +91,7 @@ SMALL = [
     f"workers.limits.tmp={TMP_MB}",
     f"workers.limits.result={RESULT_MB}",
     f"workers.limits.log={LOG_MB}",
+    "simulation.client_cpus=2",  # one ClientApp actor on the suite's 2 cores (no number depends on it)
 ]
 HONEST = ["knn", "hostile-honest"]
 HOSTILE = [

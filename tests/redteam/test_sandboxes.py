@@ -52,7 +52,7 @@ from tests.workers.ordinary import Ordinary
 pytestmark = pytest.mark.redteam
 SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
          "fl.rounds=3", "fl.fraction_train=1.0", 'split.priors=["random"]', "workers.count=4", "workers.task_deadline=120",
-         "workers.limits.output=64", "workers.limits.tmp=64"]  # fmt: skip
+         "workers.limits.output=64", "workers.limits.tmp=64", "simulation.client_cpus=2"]  # fmt: skip
 PTH_RAN = "LEAKBED_HOSTILE_PTH_RAN"
 TWIN = copy_module("twin.py").replace("leakbed_hostile_sandbox.common", "leakbed_hostile_twin.common")
 INNER = copy_module("inner.py").replace("leakbed_hostile_sandbox.common", "hostile_inner.common")
