@@ -14,23 +14,10 @@ An attack whose scoring is kind ``plugin`` is scored by its own function in the 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from leakbed.referee import (
-    score_attributes,
-    score_cross_modal,
-    score_linkage,
-    score_matching,
-    score_membership,
-    score_metadata,
-    score_open_world,
-    score_profile,
-    score_property,
-    score_reconstruction,
-    score_redteam,
-    score_reid,
-)
 from leakbed.referee.context import ScoreContext
 from leakbed.referee.schemas import OUTPUTS
 from leakbed.workers.hostile import ArraySpec
@@ -40,35 +27,44 @@ PLUGIN = "plugin"  # the kind of an attack scored by its own function, in the sc
 
 @dataclass(frozen=True)
 class Kind:
-    """One scorer kind: its function and the outputs it expects."""
+    """One scorer kind: its function (``leakbed.referee.<module>.<function>``) and the outputs it expects. The
+    function's module is imported when a kind scores, not with this table: every command's preflight reads the table
+    (names, outputs) and scikit-learn, which most scorers import, costs each such process about a CPU-second."""
 
-    score: Callable[[ScoreContext], dict]
+    module: str
+    function: str
     outputs: Mapping[str, ArraySpec]
     what: str  # one line for the catalog: what it measures
 
+    @property
+    def score(self) -> Callable[[ScoreContext], dict]:
+        scorer: Callable[[ScoreContext], dict] = getattr(importlib.import_module(f"leakbed.referee.{self.module}"), self.function)
+        return scorer
 
-def _kind(name: str, score: Callable[[ScoreContext], dict], what: str) -> Kind:
-    return Kind(score, OUTPUTS[name], what)
+
+def _kind(name: str, score: str, what: str) -> Kind:
+    module, _, function = score.partition(".")
+    return Kind(module, function, OUTPUTS[name], what)
 
 
 KINDS: dict[str, Kind] = {
-    "reid": _kind("reid", score_reid.score, "closed-world re-identification: mean per-user AP, exact chance AP, top-1/5"),
-    "matching": _kind("matching", score_matching.score, "same-user AP / ROC AUC on balanced pairs of anonymous updates"),
-    "cross-modal": _kind("cross-modal", score_cross_modal.score, "AP on balanced (update, user text) pairs and a ranking"),
-    "open-world": _kind("open-world", score_open_world.score, "re-identification over |seen|+1 classes and matching"),
-    "profile": _kind("profile", score_profile.score, "precision@k of users fitting a profile, update-ranking AP"),
-    "attributes": _kind("attributes", score_attributes.score, "top-1 accuracy of attributes and identity, STL and MTL"),
-    "property": _kind("property", score_property.score_property, "ROC AUC of per-update property scores"),
+    "reid": _kind("reid", "score_reid.score", "closed-world re-identification: mean per-user AP, exact chance AP, top-1/5"),
+    "matching": _kind("matching", "score_matching.score", "same-user AP / ROC AUC on balanced pairs of anonymous updates"),
+    "cross-modal": _kind("cross-modal", "score_cross_modal.score", "AP on balanced (update, user text) pairs and a ranking"),
+    "open-world": _kind("open-world", "score_open_world.score", "re-identification over |seen|+1 classes and matching"),
+    "profile": _kind("profile", "score_profile.score", "precision@k of users fitting a profile, update-ranking AP"),
+    "attributes": _kind("attributes", "score_attributes.score", "top-1 accuracy of attributes and identity, STL and MTL"),
+    "property": _kind("property", "score_property.score_property", "ROC AUC of per-update property scores"),
     "aggregate-property": _kind(
-        "aggregate-property", score_property.score_aggregate_property, "ROC AUC of per-round aggregate property scores"
+        "aggregate-property", "score_property.score_aggregate_property", "ROC AUC of per-round aggregate property scores"
     ),
-    "membership": _kind("membership", score_membership.score_membership, "membership precision / recall (V_r ⊆ V_t)"),
+    "membership": _kind("membership", "score_membership.score_membership", "membership precision / recall (V_r ⊆ V_t)"),
     "reconstruction": _kind(
-        "reconstruction", score_reconstruction.score_reconstruction, "matched per-sample property, PSNR, label accuracy"
+        "reconstruction", "score_reconstruction.score_reconstruction", "matched per-sample property, PSNR, label accuracy"
     ),
-    "linkage": _kind("linkage", score_linkage.score, "pairwise same-user AP, ARI, re-identification after linking"),
-    "metadata": _kind("metadata", score_metadata.score, "re-identification from report metadata, alone and fused"),
-    "redteam": _kind("redteam", score_redteam.score, "owner / round accuracy of every probe against chance"),
+    "linkage": _kind("linkage", "score_linkage.score", "pairwise same-user AP, ARI, re-identification after linking"),
+    "metadata": _kind("metadata", "score_metadata.score", "re-identification from report metadata, alone and fused"),
+    "redteam": _kind("redteam", "score_redteam.score", "owner / round accuracy of every probe against chance"),
 }
 
 assert set(KINDS) == set(OUTPUTS), "every kind has its outputs' schema, and only kinds have one"
