@@ -129,7 +129,8 @@ class SimulationLink(ProcessLauncher):
 
     def _start_ray(self, logs: Path) -> tuple[subprocess.Popen, str]:
         """Start a private Ray head for this link's runs (its processes carry the link's mark), every port of it free,
-        no dashboard, client server or autoscaler; returns the ``ray start`` process (it exits once the head is up) and the head's address."""
+        no dashboard, client server or autoscaler; returns the ``ray start`` process (it exits once the head is up)
+        and the head's address."""
         port, *others = free_ports(1 + len(RAY_PORTS))
         cmd = [flower.script("ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
                "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.home / 'ray'}",
