@@ -46,11 +46,11 @@ Progress = Callable[[int, dict[str, float]], None]
 # its workers bind random ports (0: no fixed range)
 RAY_PORTS = (
     "--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--dashboard-port",
+    "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port",
 )  # fmt: skip
-# What a private head leaves out: Ray's client server (port 0: none; the runs join by the GCS address) and the
-# autoscaler's monitor (one node, nothing to scale): two processes of each run's head, about 1 CPU-second
-RAY_LEFT_OUT = ("--ray-client-server-port=0", "--no-monitor")
+# What a private head leaves out: the autoscaler's monitor (one node, nothing to scale). Ray's client server cannot
+# be left out (`ray start` refuses a port outside 1024-65535 and starts it on 10001 without one).
+RAY_LEFT_OUT = ("--no-monitor",)
 
 
 class SimulationFailed(Failed, RuntimeError):
@@ -129,7 +129,7 @@ class SimulationLink(ProcessLauncher):
 
     def _start_ray(self, logs: Path) -> tuple[subprocess.Popen, str]:
         """Start a private Ray head for this link's runs (its processes carry the link's mark), every port of it free,
-        no dashboard, client server or autoscaler; returns the ``ray start`` process (it exits once the head is up)
+        no dashboard or autoscaler; returns the ``ray start`` process (it exits once the head is up)
         and the head's address."""
         port, *others = free_ports(1 + len(RAY_PORTS))
         cmd = [flower.script("ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
