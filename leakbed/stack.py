@@ -15,6 +15,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -262,15 +263,40 @@ def run_compose(engine: Engine, stack: Stack, *args: str, check: bool = True) ->
     return engine.compose_run(*stack.compose_args(), *args, check=check, env=stack.env())
 
 
+SWEEPS, SWEEP_S = 3, 1.0  # removals by label after ``compose down``, this many seconds apart
+
+
 def down(engine: Engine, stack: Stack, grace: int = 5) -> list[str]:
     """Remove the stack's containers, networks and volumes (each container gets ``grace`` seconds after SIGTERM: Flower's
-    processes in them ignore it); returns what is left (nothing, normally)."""
+    processes in them ignore it); returns what is left (nothing, normally).
+
+    ``compose down`` removes what it lists; an interrupted ``compose up`` may leave a create the engine is still serving,
+    whose container lands after that list (seen once with Podman: one attack worker and its volumes). What carries the
+    project's label afterwards is removed by label, up to ``SWEEPS`` times."""
     if stack.files[0].exists():
         run_compose(engine, stack, "down", "-v", "--remove-orphans", "-t", str(grace), check=False)
     left = leftovers(engine, stack.project)
+    for _ in range(SWEEPS):
+        if not left:
+            break
+        time.sleep(SWEEP_S)
+        _remove(engine, left)
+        left = leftovers(engine, stack.project)
     if not left:
         shutil.rmtree(stack.folder, ignore_errors=True)
     return left
+
+
+def _remove(engine: Engine, found: list[str]) -> None:
+    """Remove what ``leftovers`` found: containers first (their volumes and networks are in use until then)."""
+    for kind in ("container", "volume", "network"):
+        names = [item.split(" ", 1)[1] for item in found if item.startswith(f"{kind} ")]
+        if not names:
+            continue
+        if kind == "container":
+            engine.run("rm", "-f", *(["-t", "0"] if engine.name == "podman" else []), *names, check=False)
+        else:
+            engine.run(kind, "rm", "-f", *names, check=False)
 
 
 def leftovers(engine: Engine, project: str) -> list[str]:

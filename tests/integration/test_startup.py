@@ -15,9 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from leakbed.core.processes import alive
+from leakbed.simulate import SimulationLink
 from tests.integration.procs import (
     VENV_BIN,
     Procs,
@@ -151,6 +153,21 @@ def test_deploy_local_with_devices_that_never_connect_fails_and_stops_everything
     left = find_pids(re.escape(str(out)))
     assert not left, f"processes naming the deployment's folder are still running: {_commands(left)}"
     print(f"\n[startup] deploy-local with silent SuperNodes failed after {took:.0f}s")
+
+
+@pytest.mark.slow
+def test_a_private_ray_head_comes_up_without_the_autoscaler(tmp_path: Path) -> None:
+    """The Ray head a link starts for its runs comes up with every flag it is given (a flag ``ray start`` refuses
+    sends each run to a Ray of its own: slower, with a warning), and leaves out the autoscaler's monitor."""
+    with SimulationLink(tmp_path / "logs", own_ray=True) as link:
+        assert link.env.get("RAY_ADDRESS", "").startswith("127.0.0.1:"), (tmp_path / "logs" / "ray-head.log").read_text()
+        commands = []
+        for p in psutil.process_iter(["cmdline"]):
+            line = " ".join(p.info["cmdline"] or [])
+            if str(link.home) in line:
+                commands.append(line)
+        assert [c for c in commands if "log_monitor.py" in c], commands  # the head's processes are found
+        assert not [c for c in commands if "autoscaler/_private/monitor.py" in c], commands
 
 
 def test_fault_injection_is_inert_without_the_variable() -> None:

@@ -144,12 +144,15 @@ if args[0] == "compose":
         sys.exit(int((state / "up-exit").read_text()) if (state / "up-exit").exists() else 0)
 elif args[0] == "ps" and (state / "left").exists():  # leftovers: containers by the project's label
     print((state / "left").read_text(), end="")
+elif args[0] == "rm" and (state / "left").exists() and not (state / "stuck").exists():  # removed by name
+    (state / "left").unlink()
 """
 
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, stack.Stack, Path]:
     monkeypatch.setattr(stack, "WORK", tmp_path / "work")
+    monkeypatch.setattr(stack, "SWEEP_S", 0.0)
     state = tmp_path / "state"
     state.mkdir()
     script = tmp_path / "fake-engine"
@@ -182,6 +185,7 @@ def test_compose_stop_is_down_and_keeps_what_is_left(fake: tuple[Engine, stack.S
     engine, s, state = fake
     stack.render(s, images.LOCAL)
     (state / "left").write_text("proj-superlink-1\n")
+    (state / "stuck").write_text("")  # no removal takes it
     with stack.ComposeLauncher(engine, s) as launcher:
         pass
     assert len(_downs(state)) == 1
@@ -192,6 +196,15 @@ def test_compose_stop_is_down_and_keeps_what_is_left(fake: tuple[Engine, stack.S
     launcher.stop()
     launcher.stop()  # again: the files are gone, nothing is left
     assert launcher.left == [] and not s.folder.exists()
+
+
+def test_a_container_that_lands_after_compose_down_is_removed_by_its_label(fake: tuple[Engine, stack.Stack, Path]) -> None:
+    """An interrupted ``compose up``: the engine finishes a create after ``compose down`` listed the project."""
+    engine, s, state = fake
+    stack.render(s, images.LOCAL)
+    (state / "left").write_text("proj-attack-worker-0-1\n")
+    assert stack.down(engine, s, grace=0) == [] and not s.folder.exists()
+    assert [c for c in _calls(state) if c[0] == "rm"] == [["rm", "-f", "proj-attack-worker-0-1"]]
 
 
 def test_compose_wait_is_until_no_container_runs(fake: tuple[Engine, stack.Stack, Path]) -> None:
