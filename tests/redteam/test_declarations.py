@@ -20,9 +20,12 @@ Routes (as found on the old code), and what holding means:
   sandbox of its own that sees that prior only; params that differ between priors, or leave the declaration, are
   refused in one line.
 
-Each route is run as root and as an ordinary user (``tests/workers/ordinary.py``: as root each sandbox drops to a
-uid of its own; an ordinary user's sandboxes share its uid), in an environment of this module's own where the hostile
-package is written as pip leaves it (``tests/redteam/handmade.py``), readable by that user.
+The checks' routes are run as root and as an ordinary user (``tests/workers/ordinary.py``: as root each sandbox drops
+to a uid of its own; an ordinary user's sandboxes share its uid, and what one prior's check could see of another's is
+what the uid decides), in an environment of this module's own where the hostile package is written as pip leaves it
+(``tests/redteam/handmade.py``), readable by that user. The declaration routes run as the user who runs pytest only:
+they try to make trusted code fetch, open or evaluate what a declaration says, which no uid changes (and as root a
+trusted reader could open the root-owned FIFO, where an ordinary user's could not: root is the stronger check).
 
 Beside the runs: an AST scan shows that no trusted room imports a JSON Schema library or runs a regular expression
 whose pattern is not leakbed's own literal, and the hostile declarations, checked in this process, call no regex,
@@ -156,8 +159,8 @@ def refused(rc: int, out: str, err: str) -> str:
     ids=["hostile-decl-ref-url", "hostile-decl-ref-file", "hostile-decl-pattern", "hostile-decl-huge", "hostile-decl-deep",
          "hostile-decl-enum", "hostile-decl-escape", "hostile-decl-million"],
 )
-def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(child, who, tmp_path, listener, fifo, name, says):
-    rc, out, err, seconds = validate(child, who, tmp_path, ["knn", name])
+def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(child, tmp_path, listener, fifo, name, says):
+    rc, out, err, seconds = validate(child, None, tmp_path, ["knn", name])
     line = refused(rc, out, err)
     assert line.startswith(f"attack.suite: attack '{name}' (leakbed_hostile.declarations.") and re.search(says, line), line
     assert listener.seen == []  # nothing fetched the URL (the old code did, from the trusted CLI)
@@ -169,35 +172,35 @@ def test_a_hostile_declaration_is_refused_in_one_line_and_evaluates_nothing(chil
 
 
 @pytest.mark.slow
-def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, who, tmp_path, listener):
+def test_leakbed_run_refuses_a_hostile_declaration_before_anything_starts(child, tmp_path, listener):
     """``leakbed run`` goes through the same preflight: the same line, exit 2, no run folder, nothing fetched."""
-    out = out_folder(who, tmp_path)
+    out = out_folder(None, tmp_path)
     argv = [*SMALL, 'attack.suite=["knn", "hostile-decl-ref-url"]', 'split.priors=["random"]']
-    done = leakbed(child, who, ["run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path)
+    done = leakbed(child, None, ["run", "--out", str(out), *(a for s in argv for a in ("--set", s))], tmp_path)
     line = refused(done.returncode, done.stdout, done.stderr)
     assert line.startswith("attack.suite: attack 'hostile-decl-ref-url' ") and "declares itself wrongly" in line, line
     assert not out.exists() and listener.seen == []
 
 
 @pytest.mark.slow
-def test_the_other_attacks_of_a_hostile_package_still_declare(child, who, tmp_path):
+def test_the_other_attacks_of_a_hostile_package_still_declare(child, tmp_path):
     """One attack's forged declaration is that attack's refusal alone: the package's honest-looking attacks load."""
-    rc, out, err, _ = validate(child, who, tmp_path, ["knn", "hostile-honest"])
+    rc, out, err, _ = validate(child, None, tmp_path, ["knn", "hostile-honest"])
     assert rc == 0, err[-2000:]
     assert "[attack.params.hostile-honest]" in out or "hostile-honest" in out
 
 
 @pytest.mark.slow
-def test_a_catastrophic_pattern_is_the_models_own_check_in_the_sandbox(child, who, tmp_path):
+def test_a_catastrophic_pattern_is_the_models_own_check_in_the_sandbox(child, tmp_path):
     """``word`` declares ``^(a+)+$``: trusted code knows a string of at most 64 characters (it cannot say more), and
     the attack's own check runs the model, in a sandbox, which refuses ``a…a!`` in one line; a word that matches
     passes."""
     evil = "a" * 40 + "!"
-    rc, out, err, seconds = validate(child, who, tmp_path, ["hostile-decl-regex"],
+    rc, out, err, seconds = validate(child, None, tmp_path, ["hostile-decl-regex"],
                                      f'attack.params.hostile-decl-regex.word="{evil}"')  # fmt: skip
     line = refused(rc, out, err)
     assert line == "attack.params.hostile-decl-regex.word: String should match pattern '^(a+)+$'", line
-    rc, out, err, _ = validate(child, who, tmp_path, ["hostile-decl-regex"], 'attack.params.hostile-decl-regex.word="aaaa"')
+    rc, out, err, _ = validate(child, None, tmp_path, ["hostile-decl-regex"], 'attack.params.hostile-decl-regex.word="aaaa"')
     assert rc == 0 and 'word = "aaaa"' in out, err[-2000:]
     print(f"[redteam] the catastrophic pattern against {len(evil)} characters: refused in {seconds:.1f} s")
 
