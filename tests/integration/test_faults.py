@@ -119,7 +119,9 @@ def test_a_killed_lane_comes_back_and_no_round_is_lost(tmp_path: Path, procs: Pr
     round it lost, every round's shadow updates arrive, and everything tapped is still filed exactly once (trusted
     code files the updates, not a lane)."""
     run = tmp_path / "run"
-    cli = _start_knn_run(run, procs, users=4, rounds=6, workers=2)  # 6 rounds: rounds left after the kill
+    # 6 rounds: rounds left after the kill; one shadow lane (workers.count=2 gives two, and the kill found the one that
+    # had done its round and was sent no other: its death was never seen, once)
+    cli = _start_knn_run(run, procs, 4, 6, 2, "workers.shadow_lanes=1")
     layout = RunLayout(run)
     store = layout.store("random")
 
