@@ -38,6 +38,7 @@ class Kind:
 
     @property
     def score(self) -> Callable[[ScoreContext], dict]:
+        """The kind's scoring function, its module imported on first use."""
         scorer: Callable[[ScoreContext], dict] = getattr(importlib.import_module(f"leakbed.referee.{self.module}"), self.function)
         return scorer
 
