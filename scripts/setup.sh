@@ -9,13 +9,26 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.leakbed-installed
 want=$(cat pyproject.toml plugins/*/pyproject.toml | sha256sum | cut -d' ' -f1)
+# uv installs the same pins as pip, downloading, unpacking and compiling byte code in parallel: a fresh install
+# took 29 s here where pip took about 100 s on one core. pip (with its own configuration) is the fallback
+# wherever uv cannot be had or fails; uv reads the system's CA store (--native-tls), as pip here does.
+UV_PIN="uv==0.13.9"
+uv=no
+install() {  # install ARGS... with uv, or with pip
+  if [ "$uv" = yes ]; then
+    .venv/bin/uv pip install --python .venv/bin/python --native-tls --quiet --compile-bytecode "$@"
+  else
+    .venv/bin/python -m pip install --quiet "$@"
+  fi
+}
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test,build]"
+  .venv/bin/python -m pip install --quiet "$UV_PIN" && uv=yes || echo "setup: no $UV_PIN; installing with pip" >&2
+  install -e ".[test,build]" || { echo "setup: uv failed; installing with pip" >&2; uv=no; install -e ".[test,build]"; }
   # The attack plugins shipped beside leakbed (plugins/: each its own package, found by its entry points like any
   # researcher's): installed the way a researcher installs theirs.
   for plugin in plugins/*/; do
-    .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e "$plugin"
+    install --no-deps --no-build-isolation -e "$plugin"
   done
   echo "$want" > "$stamp"
 fi
