@@ -82,6 +82,8 @@ def ray_folder() -> Iterator[Path]:
 
 
 def test_ray_cluster(tmp_path: Path, ray_folder: Path) -> None:
+    """The page's two-node cluster (issue 14.1): ``leakbed run --ray-address`` joins it, its ClientApp actors run on
+    both nodes and every sampled device answers, and leakbed leaves the cluster up (the page's ``ray status``)."""
     gcs, dashboard, client, agent_head, agent_node2 = free_ports(5)
     address = f"127.0.0.1:{gcs}"
     own = {  # ports and folders of its own: other Ray instances may run on this machine
@@ -105,6 +107,8 @@ def test_ray_cluster(tmp_path: Path, ray_folder: Path) -> None:
     assert set(scores) == {"mlp", "svm", "knn"} and max(map(float, scores.values())) > 1.5, out[1]  # beats chance
     metrics = json.loads((tmp_path / "runs" / "cluster" / "random" / "metrics.json").read_text())
     assert metrics["pool"]["tapped"] == metrics["pool"]["analysed"] == 8 * 3, metrics["pool"]
+    for r, log in metrics["rounds_log"].items():  # every sampled device answered, on whichever node it ran
+        assert log["received"] == log["sampled"] and not log["failed"], (r, log)
     assert len(re.findall(r"node_[0-9a-f]+", out[2])) == 2, out[2]  # ray status: both nodes still up
     assert "exit code 2" in out[3], out[3]
     assert len(placed["nodes"]) == 2 and placed["actors"] == placed["nodes"], placed  # devices ran on both nodes

@@ -1,7 +1,7 @@
 """``simulation.ray_address`` / ``--ray-address`` (issue 14.1) without a cluster: validation, the
 one-line refusal of an address where no Ray head answers, and what reaches Flower's backend.
-The run itself is replaced by a tripwire; the real two-node cluster is in
-``tests/integration/test_ray_cluster.py``."""
+The run itself is replaced by a tripwire; the real two-node cluster is the Ray cluster tutorial's
+(``tests/docs/test_tutorials.py::test_ray_cluster``)."""
 
 from __future__ import annotations
 
