@@ -15,7 +15,8 @@ import fcntl
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 FIRST = 0x6C620000  # 1,818,361,856: far above the ids of users, system accounts and the usual subordinate ranges
@@ -29,15 +30,20 @@ class NoUid(RuntimeError):
 
 @dataclass
 class Lease:
-    """A uid held for one sandbox; ``release`` (or this process's end) gives it back."""
+    """A uid held for one sandbox; ``release`` (or this process's end) gives it back.
+
+    Released once whoever calls first: a lane's reader thread polls its sandbox while the pool's close waits on it,
+    and two closes of one fd number would close, the second time, whatever file took the number meanwhile."""
 
     uid: int
     fd: int = -1
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        with self._lock:
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self) -> None:
         self.release()
