@@ -11,7 +11,8 @@ stamp=.venv/.leakbed-installed
 want=$(cat pyproject.toml plugins/*/pyproject.toml | sha256sum | cut -d' ' -f1)
 # uv installs the same pins as pip, downloading, unpacking and compiling byte code in parallel: a fresh install
 # took 29 s here where pip took about 100 s on one core. pip (with its own configuration) is the fallback
-# wherever uv cannot be had or fails; uv reads the system's CA store (--native-tls), as pip here does.
+# wherever uv cannot be had or fails; uv reads the system's CA store (--native-tls), as pip here does. uv is a
+# dependency of Flower's (uv>=0.13.5,<0.14), so the pin is the version the environment holds anyway.
 UV_PIN="uv==0.13.9"
 uv=no
 install() {  # install ARGS... with uv, or with pip

@@ -84,10 +84,13 @@ def test_images_follow_the_pinned_flower_version() -> None:
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
 def test_dependency_layer_depends_on_the_pins_alone(path: Path) -> None:
     """A code change must not re-install torch (GBs): the install step sees only the list of pins (the staged
-    ``requirements.txt``), and pip's cache sits in a cache mount for when a pin changes; the package comes after."""
+    ``requirements.txt``), and the installer's cache (uv's in the CPU image, pip's in the CUDA one) sits in a cache
+    mount for when a pin changes; the package comes after."""
     text = path.read_text()
     final = text[text.rindex("\nFROM ") :]
     deps = final.index("-r requirements.txt")
-    assert "--mount=type=cache,target=/tmp/pip-cache" in final[:deps]
+    step = final[final.rindex("\nRUN ", 0, deps) : deps]
+    cache = re.search(r"--mount=type=cache,target=(/tmp/(?:pip|uv)-cache)", step)
+    assert cache and f"--cache-dir {cache.group(1)}" in step, step  # the install writes its cache into the mount
     assert re.findall(r"^COPY .*$", final[:deps], re.M) == ["COPY --chown=app:app requirements.txt ./"]
     assert "COPY --chown=app:app wheels wheels" in final[deps:]

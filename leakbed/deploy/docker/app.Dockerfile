@@ -23,15 +23,21 @@ USER 49999:49999
 WORKDIR /app
 
 # Dependencies first, from the list alone: this layer is reused until a pin changes (a code change
-# rebuilds only the layers after it), and pip's cache mount keeps the wheels when one does. The
-# optional build secret `ca` (a CA bundle) lets pip through a TLS-inspecting proxy.
+# rebuilds only the layers after it), and the cache mount keeps the wheels when one does. uv installs them
+# (downloads, unpacking and byte code in parallel: 110 s of wall here where pip took 148 s); uv is a dependency
+# of Flower's (uv>=0.13.5,<0.14) anyway. `unsafe-best-match` takes each package's best version over both
+# indexes, as pip does. The optional build secret `ca` (a CA bundle) lets pip and uv through a TLS-inspecting
+# proxy.
 COPY --chown=app:app requirements.txt ./
 # Every dependency is pinned exactly (==) in pyproject.toml, which hadolint cannot see (DL3013).
 # hadolint ignore=DL3013,DL3042
-RUN --mount=type=cache,target=/tmp/pip-cache,uid=49999,gid=49999 \
+RUN --mount=type=cache,target=/tmp/uv-cache,uid=49999,gid=49999 \
     --mount=type=secret,id=ca,required=false,mode=0444 \
-    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
-    && python -m pip install --cache-dir /tmp/pip-cache ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} -r requirements.txt
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca SSL_CERT_FILE=/run/secrets/ca; fi \
+    && python -m pip install --no-cache-dir uv==0.13.9 \
+    && python -m uv pip install --python "$(command -v python)" --cache-dir /tmp/uv-cache --link-mode copy \
+        --compile-bytecode --index-strategy unsafe-best-match ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} \
+        -r requirements.txt
 
 # leakbed (the installed package, as a wheel) and the plugins (`leakbed compose build --plugin PATH`)
 COPY --chown=app:app wheels wheels
