@@ -27,8 +27,9 @@ bind's source). A sandboxed command gets:
 * the system-call filter of ``workers.seccomp``;
 * limits (``Limits``): heap and anonymous memory (RLIMIT_DATA), processes and threads of its uid (RLIMIT_NPROC),
   file size (RLIMIT_FSIZE), open files; no core dumps;
-* death with its parent (``--die-with-parent``; as root that reaches bwrap's process only, not the command, which
-  ``end`` kills: see there) and a session of its own (no terminal to inject into).
+* death with its spawner: ``--die-with-parent`` ends bwrap's process; as root the kernel does not let that signal
+  reach the command, which runs as another uid, so a guard of the command's uid (``workers.guard``) kills every
+  process of it when the spawner dies without ending the sandbox; a session of its own (no terminal to inject into).
 
 It talks to trusted code only through the pipes the caller passes (``popen``'s ``pass_fds``, stdin, stdout).
 
@@ -51,7 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from leakbed.core.config import ConfigError, WorkersConfig
-from leakbed.workers import seccomp, uids
+from leakbed.workers import guard, seccomp, uids
+from leakbed.workers.guard import Guard
+from leakbed.workers.privileges import drop
 from leakbed.workers.staging import Staged, code_paths, code_root, stage_leakbed, stage_plugins
 
 __all__ = ["INSIDE", "LIB", "OUTPUT", "Limits", "Mount", "Sandbox", "code_paths", "code_root", "end"]
@@ -129,21 +132,29 @@ class Mount:
 
 
 class SandboxProcess(subprocess.Popen):
-    """A started sandbox (bwrap's process); holds the lease of its uid until it has ended."""
+    """A started sandbox (bwrap's process); holds the lease of its uid, and its guard, until it has ended."""
 
     lease: uids.Lease | None = None
+    guard: Guard | None = None
 
     def poll(self) -> int | None:
         code = super().poll()
-        if code is not None and self.lease is not None:
-            self.lease.release()
+        if code is not None:
+            self._ended()
         return code
 
     def wait(self, timeout: float | None = None) -> int:
         code = super().wait(timeout)
+        self._ended()
+        return code
+
+    def _ended(self) -> None:
+        """The guard first (it kills what is left of the uid, then exits), then the lease: the uid is leased again
+        only once no process of it is left."""
+        if self.guard is not None:
+            self.guard.close()
         if self.lease is not None:
             self.lease.release()
-        return code
 
 
 @dataclass
@@ -209,17 +220,7 @@ class Sandbox:
         if _privileged():
             if self.output:
                 argv += [shutil.which("sh") or "/bin/sh", "-c", OWN_OUTPUT, f"{uid}:{uid}"]
-            argv += [
-                tools["setpriv"],
-                f"--reuid={uid}",
-                f"--regid={uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--ambient-caps=-all",
-                "--bounding-set=-all",
-                "--no-new-privs",
-                "--",
-            ]
+            argv += drop(uid)
         return [*argv, *command]
 
     def _namespaces(self) -> list[str]:
@@ -319,18 +320,23 @@ class Sandbox:
         """Start ``command`` in the sandbox (``kwargs`` go to Popen: stdout, stderr, stdin; ``pass_fds`` are the
         caller's pipes, kept open at the same numbers inside); as root, under a uid leased for it alone."""
         lease = uids.lease() if _privileged() else None
+        watch = None
         try:
+            if lease is not None:
+                watch = guard.start(lease.uid)  # before the command exists: no moment when a dead spawner leaves it
             argv = self.argv(command, lease.uid if lease is not None else None)
             proc = SandboxProcess(  # type: ignore[call-overload]
                 argv, env=self.env(), pass_fds=[*self._fds, *pass_fds], close_fds=True, start_new_session=True, **kwargs
             )
         except BaseException:
+            if watch is not None:
+                watch.close()
             if lease is not None:
                 lease.release()
             raise
         finally:
             self.close_fds()
-        proc.lease = lease
+        proc.lease, proc.guard = lease, watch
         return proc
 
     def close_fds(self) -> None:
@@ -345,8 +351,8 @@ def end(proc: subprocess.Popen) -> None:
 
     Killing bwrap alone does not reach the command when root spawned it: bwrap's own process keeps no capability and
     the command runs as another uid, so the kernel refuses the parent-death signal of ``--die-with-parent`` (tried);
-    the command would run on, orphaned. A process that is not a sandbox (unsandboxed mode) is killed with its process
-    group."""
+    the command would run on, orphaned, until its guard's turn (``workers.guard``). A process that is not a sandbox
+    (unsandboxed mode) is killed with its process group."""
     if proc.poll() is not None:
         return
     for pid in _children(proc.pid):
