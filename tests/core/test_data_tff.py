@@ -88,8 +88,14 @@ def test_single_file_and_seq_len() -> None:
     np.testing.assert_array_equal(u.x[:, 1:], u.y[:, :-1])
 
 
+# The test's own files are written without HDF5's file lock: a process forked while a writer is open inherits its
+# descriptor and with it the exclusive lock, and the loader's open then fails with EAGAIN (a measured suite run saw
+# it in this test; reproduced with os.fork). The loader keeps HDF5's locking.
+WRITE = {"mode": "w", "locking": False}
+
+
 def _tiny(path: Path, clients: dict[str, list[bytes]]) -> None:
-    with h5py.File(path, "w") as fh:
+    with h5py.File(path, **WRITE) as fh:
         for cid, rows in clients.items():
             fh.create_dataset(f"examples/{cid}/snippets", data=np.array(rows, dtype=object), dtype=h5py.string_dtype())
 
@@ -117,12 +123,12 @@ def test_corrupt_missing_and_wrong_layout(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no \\*_train.h5"):
         load_tff_hdf5(str(_empty_dir(tmp_path)))
     other = tmp_path / "other.h5"
-    with h5py.File(other, "w") as fh:
+    with h5py.File(other, **WRITE) as fh:
         fh.create_dataset("data", data=np.arange(3))
     with pytest.raises(DataError, match=r"other\.h5: no /examples group"):
         load_tff_hdf5(str(other))
     nosnip = tmp_path / "nosnip.h5"
-    with h5py.File(nosnip, "w") as fh:
+    with h5py.File(nosnip, **WRITE) as fh:
         fh.create_dataset("examples/A/lines", data=np.arange(3))
     with pytest.raises(DataError, match="client 'A' has no 'snippets'"):
         load_tff_hdf5(str(nosnip))
