@@ -1,5 +1,5 @@
 """A sandbox's guard (root only): it kills every process of its uid once the spawner's end of its pipe closes,
-spares every other uid, and is gone, with nothing of its uid left, once its sandbox has ended."""
+spares every other uid, and is gone, with nothing of its sandbox left, once the sandbox has ended."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
-from leakbed.core.processes import alive
+from leakbed.core.processes import alive, descendants
 from leakbed.workers import guard, sandbox, uids
 from leakbed.workers.privileges import drop
 from leakbed.workers.sandbox import Limits, Sandbox
@@ -24,10 +23,10 @@ def _sleeper(uid: int) -> subprocess.Popen:
     return subprocess.Popen([*drop(uid), sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
 
 
-def _live(uid: int) -> list[int]:
-    """The processes of ``uid`` still running (a zombie has ended: here the host's init is slow to reap one whose
-    sandbox's bwrap was killed with it)."""
-    return [p for p in psutil.pids() if alive(p) and _uid(p) == uid]
+def _of(proc: subprocess.Popen) -> list[int]:
+    """The sandbox's processes running as its leased uid, found while it holds the lease: once it is given back,
+    another test's sandbox may lease the same uid at once (a measured suite run saw one)."""
+    return [p for p in descendants(proc.pid) if alive(p) and _uid(p) == proc.lease.uid]
 
 
 def _uid(pid: int) -> int | None:
@@ -65,11 +64,13 @@ def test_closing_its_pipe_kills_every_process_of_its_uid_and_no_other() -> None:
 
 
 def test_a_sandbox_that_ended_leaves_no_guard_and_no_process_of_its_uid() -> None:
-    proc = Sandbox(Limits()).popen([sys.executable, "-c", "print('done')"], stdout=subprocess.PIPE)
-    watch, uid = proc.guard, proc.lease.uid
-    assert watch is not None and alive(watch.proc.pid)
+    code = "import sys, time; print('ready', flush=True); sys.stdin.read(); print('done')"
+    proc = Sandbox(Limits()).popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"ready\n"
+    watch, mine = proc.guard, _of(proc)
+    assert watch is not None and alive(watch.proc.pid) and mine
     assert proc.communicate(timeout=60)[0] == b"done\n"
-    assert watch.proc.returncode == 0 and not _live(uid)
+    assert watch.proc.returncode == 0 and not [p for p in mine if alive(p)]
 
 
 def test_end_leaves_no_guard_and_no_process_of_its_uid() -> None:
@@ -77,6 +78,7 @@ def test_end_leaves_no_guard_and_no_process_of_its_uid() -> None:
            "print('ready', flush=True); time.sleep(60)"
     proc = Sandbox(Limits()).popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"ready\n"
-    watch, uid = proc.guard, proc.lease.uid
+    watch, mine = proc.guard, _of(proc)
+    assert len(mine) == 2  # the command and its child
     sandbox.end(proc)
-    assert watch.proc.returncode == 0 and not _live(uid)
+    assert watch.proc.returncode == 0 and not [p for p in mine if alive(p)]
