@@ -228,6 +228,8 @@ class AttackPool:
         self._shadow_order: deque[int] = deque()  # rounds handed to the shadow lanes, as filed: their hooks follow it
         self._shadow_over: set[int] = set()  # of those, rounds whose shadow part ended (filed or failed)
         self._filed: list[str] = []  # the run's anonymous update ids, as filed
+        self._rounds_ready = 0  # rounds whose inputs are filed (their shadow part ended, or none is run) or dropped
+        self._interim: list[tuple[int, Fit]] = []  # interim fits, each waiting for the rounds submitted before it
         self.stats = PoolStats()
         logs = log_dir or self._root.parent / f"{self._root.name}-logs"
         if addresses:
@@ -272,6 +274,7 @@ class AttackPool:
                 self.stats.rounds_dropped += 1
                 self.stats.errors.append(f"round {snapshot.round} dropped: queue full for {self._timeout}s")
                 self._lock.notify_all()
+            self._inputs_ready(1)
         self._progress()
 
     def submit_updates(self, updates: list[AnonymousUpdate]) -> None:
@@ -315,6 +318,8 @@ class AttackPool:
                     else:
                         self.stats.rounds_analysed += 1
                     self._lock.notify_all()
+                if kind != "updates":
+                    self._inputs_ready(1)
 
     def _file_updates(self, updates: list[AnonymousUpdate]) -> None:
         rnd, batch = updates[0].round, uuid.uuid4().hex[:12]
@@ -338,6 +343,7 @@ class AttackPool:
         self._store.write_config(snap.round, dict(snap.train_config))
         if not self._shadow:
             self._round_tasks(snap.round)
+            self._inputs_ready(1)
             return
         n = len(self._shadow_lanes)
         with self._lock:
@@ -384,6 +390,17 @@ class AttackPool:
         for r in ready:
             self._round_tasks(r)
             self._round_done(r, 0.0)
+        self._inputs_ready(len(ready))
+
+    def _inputs_ready(self, rounds: int) -> None:
+        """``rounds`` more rounds have their inputs filed (or were dropped): the interim fits waiting for them start."""
+        with self._lock:
+            self._rounds_ready += rounds
+            ready = [job for need, job in self._interim if need <= self._rounds_ready]
+            self._interim = [(need, job) for need, job in self._interim if need > self._rounds_ready]
+        for job in ready:
+            self._enqueue(self._lane(self._spec(job), job.store or self._run_id),
+                          _Task("fit", name=job.name, partial=True, deadline=self._deadline_of(job)))
 
     def _round_tasks(self, rnd: int) -> None:
         """After the round's shadow updates: each attack's per-round hook, in its own lane."""
@@ -687,13 +704,14 @@ class AttackPool:
     # --- public interface --------------------------------------------------------------------
 
     def score(self, attacks: Sequence[str | Fit]) -> None:
-        """Queue an interim fit of each attack on what has arrived so far (``on_fit(name, True)`` when done)."""
-        for job in attacks:
-            job = Fit(job) if isinstance(job, str) else job
-            with self._lock:
-                self._pending_fits += 1
-            self._enqueue(self._lane(self._spec(job), job.store or self._run_id),
-                          _Task("fit", name=job.name, partial=True, deadline=self._deadline_of(job)))
+        """Queue an interim fit of each attack on the rounds submitted so far (``on_fit(name, True)`` when done), once
+        their inputs are filed: the shadow updates of a round come from the shadow lanes later than its anonymous
+        updates, and a fit before them saw none (a measured suite run's re-identification fits failed so)."""
+        with self._lock:
+            need = self.stats.rounds_submitted
+            self._pending_fits += len(attacks)
+            self._interim += [(need, Fit(job) if isinstance(job, str) else job) for job in attacks]
+        self._inputs_ready(0)
 
     def _deadline_of(self, job: Fit) -> float:
         """``workers.task_deadline`` [s], or the attack's own budget parameter when it declares one that is shorter (a

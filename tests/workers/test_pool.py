@@ -498,6 +498,35 @@ def test_shadow_updates_are_checked_before_they_are_filed(tmp_path, decls, monke
         assert s.errors == [f"the shadow training's outputs refused: {says}"] and len(filed) == 0
 
 
+@pytest.mark.slow
+def test_an_interim_fit_waits_for_the_shadow_updates_of_the_rounds_before_it(tmp_path, decls, monkeypatch):
+    """The shadow lane answers a round seconds after the round's anonymous updates are filed (its training): an interim
+    fit asked for then sees that round's shadow updates. A measured suite run's interim re-identification fits ran
+    before them, on none, and failed."""
+    spawn = LaneProcess._spawn
+    users = sorted(kit.knowledge()[0].prior)
+
+    def slow_shadow(self: LaneProcess, command: list[str], fds: tuple[int, int], log_fd: int):  # noqa: ANN202
+        if self.spec.kind != "shadow":
+            return spawn(self, command, fds, log_fd)
+        code = SHADOW_FAKE.replace("LABELS", repr(users)).replace("WIDTH", str(kit.dim()))
+        code = code.replace("    labels, width =", "    import time; time.sleep(3)\n    labels, width =")
+        return spawn(self, [command[0], "-c", code, *command[3:]], fds, log_fd)
+
+    monkeypatch.setattr(LaneProcess, "_spawn", slow_shadow)
+    fits: list[bool] = []
+    pool = make_pool(tmp_path, decls, ("knn",), on_fit=lambda name, partial: fits.append(partial))
+    try:
+        feed(pool, rounds=(1,))
+        pool.score(["knn"])
+        assert pool.drain(120)
+    finally:
+        pool.close()
+    s = pool.stats
+    assert not s.errors and fits == [True] and s.partial_fits == 1, s.errors
+    assert outputs(tmp_path, "knn")["scores"].shape == (3, len(users))
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # the same through a remote attack worker
 
