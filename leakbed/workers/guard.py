@@ -33,11 +33,8 @@ class Guard:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def close(self) -> None:
-        with self._lock:
-            fd, self.fd = self.fd, -1
-        if fd < 0:
+        if not self._close_pipe():
             return
-        os.close(fd)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -45,10 +42,15 @@ class Guard:
             self.proc.wait()
 
     def __del__(self) -> None:
+        self._close_pipe()  # no wait here: the guard exits by itself, and subprocess reaps it later
+
+    def _close_pipe(self) -> bool:
+        """Close the write end if no one has yet; whether this call did."""
         with self._lock:
             fd, self.fd = self.fd, -1
         if fd >= 0:
-            os.close(fd)  # no wait here: the guard exits by itself, and subprocess reaps it later
+            os.close(fd)
+        return fd >= 0
 
 
 def start(uid: int) -> Guard:

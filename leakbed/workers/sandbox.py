@@ -52,8 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from leakbed.core.config import ConfigError, WorkersConfig
-from leakbed.workers import guard, seccomp, uids
+from leakbed.workers import seccomp, uids
 from leakbed.workers.guard import Guard
+from leakbed.workers.guard import start as start_guard
 from leakbed.workers.privileges import drop
 from leakbed.workers.staging import Staged, code_paths, code_root, stage_leakbed, stage_plugins
 
@@ -323,7 +324,7 @@ class Sandbox:
         watch = None
         try:
             if lease is not None:
-                watch = guard.start(lease.uid)  # before the command exists: no moment when a dead spawner leaves it
+                watch = start_guard(lease.uid)  # before the command exists: no moment when a dead spawner leaves it
             argv = self.argv(command, lease.uid if lease is not None else None)
             proc = SandboxProcess(  # type: ignore[call-overload]
                 argv, env=self.env(), pass_fds=[*self._fds, *pass_fds], close_fds=True, start_new_session=True, **kwargs
