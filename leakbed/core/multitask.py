@@ -18,6 +18,7 @@ from leakbed.core.config import ConfigError, ExperimentConfig
 from leakbed.core.data import Federation
 from leakbed.core.data.corpus import Task, UserData
 from leakbed.core.models import final_linear
+from leakbed.core.sgd import SGD
 from leakbed.core.training import TrainConfig, _optimizer, batch_indices, loss_fn
 
 
@@ -57,7 +58,7 @@ def multitask_update(
     model.to(device).train()
     head.to(device).train()
     opt = _optimizer(model, cfg)
-    head_opt = torch.optim.SGD(head.parameters(), lr=cfg.lr)
+    head_opt = SGD(head.parameters(), lr=cfg.lr)
     total, steps = 0.0, 0
     for idx in batch_indices(len(x), cfg, seed):
         opt.zero_grad()

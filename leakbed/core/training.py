@@ -16,6 +16,7 @@ from torch import nn
 
 from leakbed.core.config import FLConfig
 from leakbed.core.data.corpus import Task, UserData
+from leakbed.core.sgd import SGD
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,11 @@ def loss_fn(task: Task, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits, y)
 
 
-def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer | SGD:
+    """torch.optim.SGD's numbers without its first-call cost in each process (``core.sgd``)."""
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    return SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
 def batch_indices(n: int, cfg: TrainConfig, seed: int) -> list[torch.Tensor]:
