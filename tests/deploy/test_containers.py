@@ -140,7 +140,7 @@ def prometheus_query(s: stack.Stack, expr: str, at: float) -> list[dict]:
 
 
 def test_a_run_in_containers_equals_leakbed_run(engine: Engine, live: stack.Stack, tmp_path: Path) -> None:
-    submit(engine, live, "first")
+    submit(engine, live, "first", "telemetry.hold_seconds=0")  # read from its folder: no last scrape to wait for
     deployed = fetch_run(engine, live, "first", tmp_path / "first")
     assert deployed["users"] == SUPERNODES and deployed["rounds"] == ROUNDS
     assert deployed["pool"]["tapped"] == deployed["pool"]["analysed"] == SUPERNODES * ROUNDS
