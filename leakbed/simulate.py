@@ -48,9 +48,11 @@ RAY_PORTS = (
     "--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
     "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--ray-client-server-port", "--dashboard-port",
 )  # fmt: skip
-# What a private head leaves out: the autoscaler's monitor (one node, nothing to scale). Ray's client server cannot
-# be left out (`ray start` refuses a port outside 1024-65535 and starts it on 10001 without one).
-RAY_LEFT_OUT = ("--no-monitor",)
+# What a private head leaves out: the autoscaler's monitor (one node, nothing to scale) and the log monitor (it streams
+# workers' output to drivers, and every run's driver sets log_to_driver off: ``federation_config``); each a Python
+# process of about 1 CPU-s to start and 0.3-0.5 CPU-s a minute polling. Ray's client server cannot be left out
+# (`ray start` refuses a port outside 1024-65535 and starts it on 10001 without one).
+RAY_LEFT_OUT = ("--no-monitor", "--include-log-monitor=false")
 
 
 class SimulationFailed(Failed, RuntimeError):

@@ -45,7 +45,7 @@ SKIP_ENV = "LEAKBED_MEMORY_CHECK"  # "0": do not refuse (the estimate is still w
 # PSS of each kind of process before the run puts anything in it [MiB] (measured; see the module's docstring)
 LAUNCHER = 560.0  # the leakbed CLI: torch, Flower, the preflight
 FLOWER = 260.0  # SuperLink, SuperExec and the `flwr run` that submits the run
-RAY = 330.0  # GCS, raylet, log monitor, client server, dashboard agents, `ray start` (measured with the autoscaler's monitor)
+RAY = 330.0  # GCS, raylet, client server, dashboard agents, `ray start` (measured with both monitors, left out now: a bound)
 ACTOR = 560.0  # a ClientApp actor: torch, Flower, the ClientApp
 IDLE = 160.0  # the workers Ray keeps beside the actors
 SERVER = 620.0  # the Simulation Runtime's process: torch, Flower, Ray's driver, leakbed's ServerApp

@@ -207,6 +207,7 @@ def ray_start(procs: Procs, name: str, temp_dir: Path, cpus: float, *args: str) 
         f"--runtime-env-agent-port={runtime_env}",
         f"--metrics-export-port={metrics}",
         "--disable-usage-stats",
+        "--include-log-monitor=false",  # as leakbed's own head (leakbed.simulate.RAY_LEFT_OUT): its drivers read no worker output
         *args,
     ]
     procs.start(name, argv, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
@@ -219,6 +220,7 @@ def ray_head(procs: Procs, temp_dir: Path, cpus: float) -> str:
     gcs, dash, client = free_ports(3)
     address = f"127.0.0.1:{gcs}"
     head = [f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--dashboard-port={dash}"]
+    head += ["--no-monitor"]  # one node: nothing to scale (as leakbed's own head)
     ray_start(procs, "ray-head", temp_dir, cpus, "--head", *head, f"--ray-client-server-port={client}")
     wait_until(lambda: ray_head_problem(address) is None, RAY_START_SECONDS, "the Ray head's GCS", procs, interval=1.0)
     return address

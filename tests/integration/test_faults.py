@@ -145,6 +145,17 @@ def test_a_killed_lane_comes_back_and_no_round_is_lost(tmp_path: Path, procs: Pr
     assert "worker restarts" in (run / "report.md").read_text()
 
 
+# `flower-supernode` heartbeating at Flower's least interval. A SuperNode heartbeats every 20 s or so against its
+# 30 s interval, and the SuperLink reads it as gone two intervals after its last heartbeat (flwr.common.constant's
+# HEARTBEAT_*; no flag sets them): up to 60 s of waiting for the dead node's reply. At 10 s (the least the SuperLink
+# accepts) that wait is 20 s at most; nothing else changes.
+FAST_HEARTBEAT = (
+    "import sys; import flwr.supercore.heartbeat as beat, flwr.supernode.fleet_http_connection as fleet; "
+    "beat.HEARTBEAT_DEFAULT_INTERVAL = fleet.HEARTBEAT_DEFAULT_INTERVAL = 10; "
+    "from flwr.supernode.cli import flower_supernode; sys.argv[0] = 'flower-supernode'; flower_supernode()"
+)
+
+
 @pytest.mark.slow
 def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Path, procs: Procs) -> None:
     home, run = tmp_path / "flwr-home", tmp_path / "run"
@@ -158,7 +169,7 @@ def test_a_supernode_killed_mid_run_is_counted_and_the_run_finishes(tmp_path: Pa
     wait_until(lambda: http_ok(f"http://{link}/health"), 60, "SuperLink /health", procs)
     nodes = []
     for pid, port in enumerate(node_ports):
-        argv = [str(VENV_BIN / "flower-supernode"), "--insecure", "--superlink", link, "--port", str(port)]
+        argv = [str(VENV_BIN / "python"), "-c", FAST_HEARTBEAT, "--insecure", "--superlink", link, "--port", str(port)]
         nodes.append(procs.start(f"supernode{pid}", [*argv, "--node-config", f"partition-id={pid} num-partitions=3"], env))
     overrides = (
         "data.synthetic.users=3 data.synthetic.examples_per_user=40 fl.rounds=2 fl.fraction_train=1.0 fl.round_timeout=240 "

@@ -158,7 +158,7 @@ def test_deploy_local_with_devices_that_never_connect_fails_and_stops_everything
 @pytest.mark.slow
 def test_a_private_ray_head_comes_up_without_the_autoscaler(tmp_path: Path) -> None:
     """The Ray head a link starts for its runs comes up with every flag it is given (a flag ``ray start`` refuses
-    sends each run to a Ray of its own: slower, with a warning), and leaves out the autoscaler's monitor."""
+    sends each run to a Ray of its own: slower, with a warning), and leaves out the autoscaler's and the log monitor."""
     with SimulationLink(tmp_path / "logs", own_ray=True) as link:
         assert link.env.get("RAY_ADDRESS", "").startswith("127.0.0.1:"), (tmp_path / "logs" / "ray-head.log").read_text()
         commands = []
@@ -166,8 +166,8 @@ def test_a_private_ray_head_comes_up_without_the_autoscaler(tmp_path: Path) -> N
             line = " ".join(p.info["cmdline"] or [])
             if str(link.home) in line:
                 commands.append(line)
-        assert [c for c in commands if "log_monitor.py" in c], commands  # the head's processes are found
-        assert not [c for c in commands if "autoscaler/_private/monitor.py" in c], commands
+        assert [c for c in commands if "/raylet " in c], commands  # the head's processes are found
+        assert not [c for c in commands if "autoscaler/_private/monitor.py" in c or "log_monitor.py" in c], commands
 
 
 def test_fault_injection_is_inert_without_the_variable() -> None:
