@@ -207,7 +207,6 @@ def ray_start(procs: Procs, name: str, temp_dir: Path, cpus: float, *args: str) 
         f"--runtime-env-agent-port={runtime_env}",
         f"--metrics-export-port={metrics}",
         "--disable-usage-stats",
-        "--include-log-monitor=false",  # as leakbed's own head (leakbed.simulate.RAY_LEFT_OUT): its drivers read no worker output
         *args,
     ]
     procs.start(name, argv, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
@@ -216,11 +215,14 @@ def ray_start(procs: Procs, name: str, temp_dir: Path, cpus: float, *args: str) 
 def ray_head(procs: Procs, temp_dir: Path, cpus: float) -> str:
     """A real Ray head on 127.0.0.1 (``ray_start``); returns its GCS address once it answers."""
     from leakbed.cluster import ray_head_problem
+    from leakbed.simulate import RAY_LEFT_OUT
 
     gcs, dash, client = free_ports(3)
     address = f"127.0.0.1:{gcs}"
     head = [f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--dashboard-port={dash}"]
-    head += ["--no-monitor"]  # one node: nothing to scale (as leakbed's own head)
+    # what leakbed's own head leaves out: both monitors (workers' output stays in the node's log files, and no test
+    # reads it from a driver's log)
+    head += RAY_LEFT_OUT
     ray_start(procs, "ray-head", temp_dir, cpus, "--head", *head, f"--ray-client-server-port={client}")
     wait_until(lambda: ray_head_problem(address) is None, RAY_START_SECONDS, "the Ray head's GCS", procs, interval=1.0)
     return address
