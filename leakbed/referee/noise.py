@@ -59,8 +59,13 @@ def hand_back(source: str | Path, target: str | Path, priors: list[str]) -> None
     secret put into ``target``'s referee folder. ValueError (one line) for a prior ``source`` kept none of."""
     kept = {rule: _kept(RunLayout.from_env(Path(source)).referee(rule) / NOISE_FILE) for rule in priors}
     for rule, secret in kept.items():
-        folder = RunLayout.from_env(Path(target)).referee(rule)
-        folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(folder, 0o700)
-        if not _keep(folder / NOISE_FILE, secret) and _kept(folder / NOISE_FILE) != secret:
-            raise ConfigError(f"{folder / NOISE_FILE}: holds another noise secret")
+        give_secret(RunLayout.from_env(Path(target)).referee(rule), secret)
+
+
+def give_secret(folder: Path, secret: int) -> None:
+    """Keep ``secret`` in the referee folder ``folder`` of a run not started (0700), where ``noise_secret`` will find
+    it instead of drawing one; ConfigError (one line) when another secret is kept there already."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    if not _keep(folder / NOISE_FILE, secret) and _kept(folder / NOISE_FILE) != secret:
+        raise ConfigError(f"{folder / NOISE_FILE}: holds another noise secret")

@@ -11,15 +11,13 @@ the accountant's ε in a few percent of runs (a view's one-sided 5%), and CI saw
 secrets is what ``leakbed.reference.audit_coverage`` measures; the OS draw itself is tests/referee/test_noise.py's."""
 
 import json
-import os
 import stat
-from pathlib import Path
 
 import pytest
 
 from leakbed.core.audit import VIEWS
 from leakbed.core.layout import RunLayout
-from leakbed.referee.noise import NOISE_FILE, hand_back
+from leakbed.referee.noise import NOISE_FILE, give_secret, hand_back
 from leakbed.report import write_report
 from leakbed.simulate import simulate
 from tests.conftest import tiny_config
@@ -38,19 +36,10 @@ AUDITED = [
 SECRET = 0xC0FFEE_1EAC_BED0_0000_0000_0000_0029  # 128 bits; its run's 90% intervals lie below the accountant's ε
 
 
-def _give_secret(out: Path) -> None:
-    """The fixed secret kept in the run's referee folder before it starts, where the referee keeps the one it draws."""
-    folder = RunLayout(out).referee("random")
-    folder.mkdir(parents=True, mode=0o700)
-    fd = os.open(folder / NOISE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"noise_secret": SECRET}, f)
-
-
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
-    _give_secret(out)
+    give_secret(RunLayout(out).referee("random"), SECRET)  # where the referee keeps the one it draws
     run = simulate(tiny_config(*AUDITED), "random", out)
     write_report(out)
     return out, run
