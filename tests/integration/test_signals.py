@@ -88,12 +88,23 @@ def _start(argv: list[str], log: Path, cwd: Path | None = None, env: dict[str, s
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
 
 
-def _wait_for(check, timeout: float, what: str, proc: subprocess.Popen, log: Path) -> None:  # noqa: ANN001
+def _wait_for(check, timeout: float, what: str, proc: subprocess.Popen, log: Path, run: Path | None = None) -> None:  # noqa: ANN001
+    """Wait until ``check()``; on overrunning, say what the command printed and (``run``) where its run stood."""
     deadline = time.monotonic() + timeout
     while not check():
         assert proc.poll() is None, f"{what}: the command ended first ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s:\n{log.read_text()[-3000:]}{_state(run)}"
         time.sleep(0.3)
+
+
+def _state(run: Path | None) -> str:
+    """Where a run that overran a wait stood (the command prints its progress only when it ends): its progress
+    files and the tail of each log of its processes (the Ray head, the SuperLink, ``flwr run``)."""
+    if run is None:
+        return ""
+    parts = [f"\n--- {p}: {p.read_text(errors='replace')}" for p in sorted(run.glob("*/progress.json"))]
+    parts += [f"\n--- {p}:\n{p.read_text(errors='replace')[-1500:]}" for p in sorted((run / "logs").glob("*.log"))]
+    return "".join(parts) or f"\n(nothing in {run} yet)"
 
 
 def _stop(proc: subprocess.Popen, sig: signal.Signals, to_group: bool = True) -> float:
@@ -126,14 +137,20 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     marks: set[str] = set()
     homes: set[Path] = set()
 
-    def running() -> bool:  # mid-round, with Ray's agents up and found (by mark, or by the files they hold in a home)
+    def running() -> bool:  # mid-round, with the command's processes found (by mark)
         marks.update(_marks_below(proc.pid, homes))
-        if not (_mid_round(run) and marks):
-            return False
+        return bool(marks) and _mid_round(run)
+
+    def agents() -> bool:  # Ray's agents up and found (by mark, or by the files they hold in a home)
+        marks.update(_marks_below(proc.pid, homes))
         names = " ".join(_marked(marks, homes))
         return "DashboardAgent" in names and "RuntimeEnvAgent" in names
 
-    _wait_for(running, 300, "the first round with Ray's agents up", proc, log)
+    _wait_for(running, 600, "the first round", proc, log, run)  # 35-60 s here; CI once took over 300 s
+    try:
+        _wait_for(agents, 60, "Ray's agents", proc, log, run)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nthe command's processes: {_marked(marks, homes)}; its homes: {homes}") from None
     before = _marked(marks, homes)
     assert any("raylet" in p for p in before) and any("flower-superlin" in p for p in before), before
     assert not _listening(marks) & RAY_DEFAULT_PORTS  # its private Ray head takes free ports only, and no dashboard
@@ -156,7 +173,7 @@ def test_a_second_interrupt_ends_at_once(tmp_path: Path) -> None:
     argv = [str(VENV_BIN / "leakbed"), "run", *[a for s in TINY for a in ("--set", s)], "--out", str(run)]
     proc = _start(argv, log)
     marks: set[str] = set()
-    _wait_for(lambda: bool(marks.update(_marks_below(proc.pid)) or marks) and _mid_round(run), 300, "round 1", proc, log)
+    _wait_for(lambda: bool(marks.update(_marks_below(proc.pid)) or marks) and _mid_round(run), 600, "round 1", proc, log, run)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
@@ -240,7 +257,7 @@ def test_leakbed_deploy_local_stops_everything_it_started(tmp_path: Path) -> Non
         marks.update(_marks_below(proc.pid))
         return _mid_round(out / "run") and len(_marked(marks)) >= 5
 
-    _wait_for(running, 420, "the first round", proc, log)
+    _wait_for(running, 420, "the first round", proc, log, out / "run")
     seconds = _stop(proc, signal.SIGTERM, to_group=False)
     assert proc.returncode == 128 + signal.SIGTERM and seconds < STOPPED_WITHIN, (seconds, log.read_text()[-2000:])
     assert not _marked(marks), _marked(marks)
