@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
 
+    from leakbed.line_progress import LineProgress
+
 
 def fail(message: str) -> int:
     """``leakbed: error: <message>`` (its first line) on stderr; the exit code 2 of bad input. The message may quote a
@@ -88,8 +90,13 @@ def print_plain(text: str) -> None:
     Console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def progress() -> Progress:
-    """The progress bars of a run: description, bar, done / total, elapsed."""
+def progress() -> Progress | LineProgress:
+    """The progress bars of a run: description, bar, done / total, elapsed; on anything but a terminal the same as
+    plain lines as the run goes (``leakbed.line_progress``: rich would show them only once they stop)."""
+    if not sys.stdout.isatty():
+        from leakbed.line_progress import LineProgress
+
+        return LineProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
