@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3  # a run that left no results (Ray failed to start) is started again, at most twice
 SUPERLINK_START_TIMEOUT = 120.0  # seconds for the SuperLink's HTTP API to answer
+RAY_HEAD_START_TIMEOUT = 180.0  # [s] for `ray start --head` to end with the private head up
 Progress = Callable[[int, dict[str, float]], None]
 # every port a Ray head would take by default (its dashboard's too, though the dashboard is off): a free one each;
 # its workers bind random ports (0: no fixed range)
@@ -64,6 +65,15 @@ def _healthy(port: int) -> bool:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:  # noqa: S310 - loopback
             return 200 <= r.status < 300
     except OSError:
+        return False
+
+
+def _came_up(ray_start: subprocess.Popen) -> bool:
+    """Whether ``ray start --head`` ended with the head up within ``RAY_HEAD_START_TIMEOUT`` (one still starting by
+    then has not: the caller stops it with the rest of the link's processes)."""
+    try:
+        return ray_start.wait(timeout=RAY_HEAD_START_TIMEOUT) == 0
+    except subprocess.TimeoutExpired:
         return False
 
 
@@ -108,7 +118,7 @@ class SimulationLink(ProcessLauncher):
         except (OSError, SimulationFailed):
             self.stop()
             raise
-        if ray_head is not None and ray_head.wait(timeout=180) != 0:
+        if ray_head is not None and not _came_up(ray_head):
             # Ray's head failed to come up (it does on a busy machine): each run starts a Ray of its own instead, as
             # without own_ray, and simulate() starts a run again when that fails
             log.warning("the private Ray head did not start (see %s); each run starts its own Ray", logs / "ray-head.log")
