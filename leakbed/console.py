@@ -91,15 +91,20 @@ def print_plain(text: str) -> None:
 
 
 def progress() -> Progress | LineProgress:
-    """The progress bars of a run: description, bar, done / total, elapsed; on anything but a terminal the same as
-    plain lines as the run goes (``leakbed.line_progress``: rich would show them only once they stop)."""
-    if not sys.stdout.isatty():
+    """The progress bars of a run: description, bar, done / total, elapsed; where rich would draw them only once
+    they stop (a file, a pipe, a dumb terminal: rich's own test of its console), the same as plain lines as the run
+    goes (``leakbed.line_progress``)."""
+    from rich.console import Console
+
+    shown = Console()
+    if not (shown.is_interactive or shown.is_jupyter):
         from leakbed.line_progress import LineProgress
 
         return LineProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=shown)
 
 
 def attack_progress(title: str, figures: dict[str, float]) -> str:

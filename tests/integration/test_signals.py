@@ -98,8 +98,8 @@ def _wait_for(check, timeout: float, what: str, proc: subprocess.Popen, log: Pat
 
 
 def _state(run: Path | None) -> str:
-    """Where a run that overran a wait stood (the command prints its progress only when it ends): its progress
-    files and the tail of each log of its processes (the Ray head, the SuperLink, ``flwr run``)."""
+    """Where a run that overran a wait stood: its progress files and the tail of each log of its processes (the Ray
+    head, the SuperLink, ``flwr run``), beyond the command's own progress lines."""
     if run is None:
         return ""
     parts = [f"\n--- {p}: {p.read_text(errors='replace')}" for p in sorted(run.glob("*/progress.json"))]

@@ -57,12 +57,14 @@ def test_elapsed_is_written_as_rich_writes_it() -> None:
 
 def test_the_commands_bars_are_lines_off_a_terminal_and_rich_bars_on_one() -> None:
     code = "from leakbed import console; print(type(console.progress()).__name__)"
-    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")}
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert piped.stdout.strip() == "LineProgress"
     main, terminal = pty.openpty()
     try:
-        subprocess.run([sys.executable, "-c", code], stdout=terminal, check=True)
-        assert os.read(main, 1000).decode().strip() == "Progress"
+        for term, kind in (("xterm", "Progress"), ("dumb", "LineProgress")):  # rich draws no bars on a dumb one
+            subprocess.run([sys.executable, "-c", code], stdout=terminal, check=True, env={**env, "TERM": term})
+            assert os.read(main, 1000).decode().strip() == kind, term
     finally:
         os.close(main)
         os.close(terminal)
