@@ -62,9 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: "fast" must be on the items by then
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # the unit tier: every test neither slow nor containers is "fast" (pytest -m fast, the inner loop)
+    # the unit tier: every test neither slow, long nor containers is "fast" (pytest -m fast, the inner loop)
     for item in items:
-        if not item.get_closest_marker("slow") and not item.get_closest_marker("containers"):
+        if not any(item.get_closest_marker(m) for m in ("slow", "long", "containers")):
             item.add_marker(pytest.mark.fast)
     # units longest first under xdist (on its workers dist reads "no"); a run without xdist keeps its order
     if getattr(config, "workerinput", None) is not None:

@@ -117,6 +117,7 @@ def _loop(knowledge: AttackerKnowledge, snap: RoundSnapshot) -> tuple[list[str],
 PAIRS = [(n, t) for n in CASES for t in TRAININGS if n != "resnet18" or t[3] == 0]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("name", "training"), PAIRS, ids=[f"{n}-{t[0]}-steps{t[3]}" for n, t in PAIRS])
 def test_batched_shadow_updates_equal_the_loop(name: str, training: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.set_num_threads(1)  # as attack workers run

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import shadow
 
 
+@pytest.mark.long
 def test_the_loop_and_the_batched_paths_agree_on_one_round(capsys):
     code = shadow.main(["--only", "cnn", "--repeats", "1", "--threads", "1"])
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

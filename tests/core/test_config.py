@@ -151,6 +151,7 @@ def test_bad_files(tmp_path):
         load_config(None, ["fl.rounds"])
 
 
+@pytest.mark.long
 def test_cli_rejects_bad_input_before_anything_starts(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[attack]\nsuite = ['mlp', 'oracle']\n")
@@ -172,6 +173,7 @@ def test_cli_refuses_to_overwrite_a_run(tmp_path):
     assert (out / "report.md").read_text() == "earlier results"
 
 
+@pytest.mark.long
 def test_cli_rejects_missing_dataset(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "leakbed.cli", "validate", "--set", "data.source='leaf'", "--set", f"data.path='{tmp_path}/nope'"],

@@ -7,6 +7,7 @@ import pickle
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import leakbed.core.data as data_module
 from leakbed.core.data import federation
@@ -38,6 +39,7 @@ def test_users_are_made_on_access_and_only_the_last_few_are_kept():
     assert list(small) == ["u13", "u3"] and isinstance(small, LazyUsers) and "u5" not in small
 
 
+@pytest.mark.long
 def test_a_device_of_a_large_population_holds_about_one_user():
     """Building the federation and reading one device's data peaks at a small share of the population's
     bytes (1,000 users of 120 images, 92 MiB: measured 2.3 MiB, 2.5%; a dict of every user held it all)."""

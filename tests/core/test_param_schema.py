@@ -207,6 +207,7 @@ def raw_fields(draw: st.DrawFn, depth: int = 0) -> dict:
     return doc
 
 
+@pytest.mark.long
 @FUZZ
 @given(st.lists(raw_fields(), max_size=5))
 def test_fuzzed_declarations_are_accepted_or_refused_by_validation_only(fields):
@@ -263,6 +264,7 @@ def tables(draw: st.DrawFn, schema: ParamSchema) -> dict:
     return out
 
 
+@pytest.mark.long
 @FUZZ
 @given(st.data())
 def test_fuzzed_values_are_checked_by_bounded_work_and_refused_by_params_error_only(data):

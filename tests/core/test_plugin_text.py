@@ -140,6 +140,7 @@ def _texts(tokens: list) -> str:
     return "".join(t.content if t.type in ("text", "code_inline") else _texts(t.children or []) for t in tokens)
 
 
+@pytest.mark.long
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(HOSTILE)
 def test_markdown_plugin_text_forms_no_structure(raw: str) -> None:

@@ -44,6 +44,7 @@ def test_the_same_parameters_as_torch_sgd_bit_for_bit(momentum: float) -> None:
     assert not torch.equal(ours[0], _train(SGD, 0.5)[0])  # momentum is used (the comparison can fail)
 
 
+@pytest.mark.long
 def test_a_device_update_loads_no_torch_dynamo() -> None:
     code = (
         "import sys, numpy as np, torch\n"

@@ -94,6 +94,7 @@ def test_cross_modal_on_text_data(tmp_path, capsys):
     assert msg == "attack.suite: 'cross-modal' needs image data; data.source 'table' (posts) is text"
 
 
+@pytest.mark.long
 def test_attributes_without_attribute_columns(tmp_path, capsys):
     msg = refused(capsys, tmp_path / "out", *table(tmp_path / "posts.jsonl", labels=True), 'split.priors=["random"]',
                   "attack.suite=['attributes']")  # fmt: skip
@@ -101,11 +102,13 @@ def test_attributes_without_attribute_columns(tmp_path, capsys):
     assert msg.endswith("data.source 'table' (posts) has none")
 
 
+@pytest.mark.long
 def test_attributes_named_column_the_data_lacks(tmp_path, capsys):
     msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['attributes']", "attack.params.attributes.columns=['age']")
     assert msg.startswith("attack.params.attributes.columns: attribute column 'age' is not in every user's data; have [")
 
 
+@pytest.mark.long
 def test_profile_class_the_data_lacks(tmp_path, capsys):
     msg = refused(capsys, tmp_path / "out", *TINY, "attack.suite=['profile']", "attack.params.profile.target_class=12")
     assert msg == "attack.params.profile.target_class = 12: data.source 'synthetic' (synthetic) has classes 0..9"

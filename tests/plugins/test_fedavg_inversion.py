@@ -62,6 +62,7 @@ def _update(model: torch.nn.Module, data, tc: TrainConfig) -> tuple[dict, dict]:
     return start, delta
 
 
+@pytest.mark.long
 @pytest.mark.shared_data("femnist")
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_the_simulated_update_is_the_devices_update(writer, momentum: float) -> None:

@@ -69,6 +69,7 @@ def _scored(found: dict, store: UpdateStore, truth: dict, users: int, rounds: in
     return probe_metrics(found, ids, owners, rnds, users, rounds)["probes"]
 
 
+@pytest.mark.long
 def test_every_probe_recovers_owners_or_rounds_from_the_old_layout(tmp_path):
     store, knowledge, truth, run = _old_layout(tmp_path)
     # the old worker inherited the server's environment and could read its command line under /proc

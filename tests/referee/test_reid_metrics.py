@@ -40,6 +40,7 @@ def test_random_ranking_ap_matches_monte_carlo(p, n):
     assert random_ranking_ap(1, n) == pytest.approx(sum(1 / k for k in range(1, n + 1)) / n)
 
 
+@pytest.mark.long
 def test_monte_carlo_ap_is_sklearns_ap():
     from sklearn.metrics import average_precision_score
 

@@ -79,6 +79,7 @@ def test_the_honest_output_beats_chance_and_covers_everything(kind, runs):
         assert np.isfinite(value(m, key)), (key, m)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", list(CASES))
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())

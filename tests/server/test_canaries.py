@@ -56,6 +56,7 @@ def broken_plugin():
     registry.defense.cache_clear()
 
 
+@pytest.mark.long
 def test_the_honest_mechanism_is_within_its_claim_and_its_intervals_hold_the_exact_epsilon():
     out = audited_run(config(HONEST)).summary
     exact = out["epsilon_exact"]
@@ -76,6 +77,7 @@ def test_the_honest_mechanism_is_within_its_claim_and_its_intervals_hold_the_exa
     assert out["all iterates (max)"]["epsilon_emp"] < 0.7 * exact  # the max over rounds: less power when every round
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("broken", "floor"),
     [("noise_scale=0.5", 35.0), ("noise_scale=0.1", 120.0), ("clip_scale=10.0", 120.0)],
@@ -91,6 +93,7 @@ def test_a_broken_mechanism_from_a_plugin_is_flagged(broken_plugin, broken, floo
         assert out[view]["epsilon_lower_bound"] <= out[view]["lower_bound_ceiling"]  # the one-run bound cannot show it
 
 
+@pytest.mark.long
 def test_the_plugin_at_its_stated_parameters_is_not_flagged(broken_plugin):
     out = audited_run(config('broken-dp-fedavg"')).summary
     assert not out["flagged"]
@@ -105,6 +108,7 @@ def test_a_missing_device_clipper_shows(monkeypatch):
     assert out["flagged"] and out["final model"]["interval"][0] > 100, out["final model"]
 
 
+@pytest.mark.long
 def test_canaries_at_the_clipping_norm_would_not_test_the_clipper(broken_plugin):
     """Made at the clip (audit.norm = 0.5), canaries are never touched by a clipper at 10x: the run passes. The
     default (1e4 x the clip) is what catches it (the parametrized test above)."""
@@ -161,6 +165,7 @@ def test_the_noise_is_not_regenerated_from_the_config(tmp_path):
         assert residual(flower_noise()) < 1e-4
 
 
+@pytest.mark.long
 def test_the_same_seed_gives_the_same_canaries_and_the_secret_the_same_noise():
     cfg = config(HONEST, seed=3, canaries=64, rounds=3)
     a, b, c = audited_run(cfg, noise_secret=7), audited_run(cfg, noise_secret=7), audited_run(cfg, noise_secret=8)

@@ -74,6 +74,7 @@ def iid(tmp_path_factory):
     return RunView.open(make_run(tmp_path_factory.mktemp("iid"), "data.synthetic.bias=0", "data.synthetic.size_spread=0"))
 
 
+@pytest.mark.long
 def test_progress_heatmap_is_above_chance_on_biased_users(biased):
     r = progress.run(biased, biased.run_dir / "analyses", ranges=2)
     ap, chance = np.asarray(r["ap"]), np.asarray(r["chance_ap"])
@@ -83,7 +84,7 @@ def test_progress_heatmap_is_above_chance_on_biased_users(biased):
     assert "| train \\ test |" in (biased.run_dir / "analyses" / "progress.md").read_text()
 
 
-@pytest.mark.slow  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run; kept out of -m fast
+@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
 def test_train_size_grows_and_iid_stays_near_chance(biased, iid):
     r = train_size.run(biased, biased.run_dir / "analyses", [1, 4])
     assert r["sizes"] == [1, 4]
@@ -92,14 +93,14 @@ def test_train_size_grows_and_iid_stays_near_chance(biased, iid):
     assert c["x_chance"][-1] < 1.5
 
 
-@pytest.mark.slow  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run; kept out of -m fast
+@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
 def test_prior_size_replays_shadow_updates(biased):
     r = prior_size.run(biased, biased.run_dir / "analyses", [1, 8], every=2)
     assert r["rounds"] == [1, 3] and r["sizes"][0] == 1
     assert r["x_chance"][-1] > 1.5
 
 
-@pytest.mark.slow  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run; kept out of -m fast
+@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
 def test_layers_every_layer_scored_and_final_above_chance(biased):
     r = layers.run(biased, biased.run_dir / "analyses", every=2)
     assert list(r["layers"]) == ["features.0", "features.3", "fc1", "fc2"]
@@ -107,6 +108,7 @@ def test_layers_every_layer_scored_and_final_above_chance(biased):
     assert r["layers"]["fc1"]["params"] == 32 * 2 * 2 * 128 + 128
 
 
+@pytest.mark.long
 def test_raw_vs_update(biased):
     r = raw_vs_update.run(biased, biased.run_dir / "analyses", [4], epochs=5)
     assert r["update"]["x_chance"] > 1.5
@@ -115,6 +117,7 @@ def test_raw_vs_update(biased):
     assert r["image_sets"]["4"]["x_chance"] > 1.8, r["image_sets"]
 
 
+@pytest.mark.long
 def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys):
     assert main(["analyze", "train-size", str(biased.run_dir), "--sizes", "2"]) == 0
     assert (biased.run_dir / "analyses" / "train_size.md").exists()
@@ -124,7 +127,7 @@ def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys)
     assert "--sizes" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run; kept out of -m fast
+@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
 def test_studies_re_attack_in_sandboxed_workers_never_beside_the_truth(tmp_path, monkeypatch):
     """The attack code a study re-fits runs in the attack workers: made to fail in this process (the one that holds
     the owners), the study still gets its scores; the variant stores hold no owner."""

@@ -151,6 +151,7 @@ class Twin(Attack):
 """
 
 
+@pytest.mark.long
 def test_a_name_two_distributions_publish_is_refused_only_when_selected_bare(tmp_path, monkeypatch, cache):
     """A second distribution publishing ``knn``: selecting ``knn`` names both and how to pick one; ``svm`` and
     ``leakbed:knn`` are not affected; ``lbtwin:knn`` selects the twin (introspected in a sandbox from its staged

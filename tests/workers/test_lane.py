@@ -210,6 +210,7 @@ def test_a_task_past_its_deadline_is_ended_and_its_lane_is_gone(tmp_path, store,
     print(f"deadline of 1 s: the call returned after {took:.2f} s")
 
 
+@pytest.mark.long
 def test_a_reply_larger_than_allowed_is_refused_without_reading_it(tmp_path, store, started):
     one = lane(tmp_path, store, "knn", max_reply=1000)
     started.append(one)

@@ -80,6 +80,7 @@ JSONISH = st.recursive(
 HEADER_KEYS = st.sampled_from(["ok", "seconds", "pid", "error", "x"])
 
 
+@pytest.mark.long
 @settings(max_examples=500, deadline=None)
 @given(st.dictionaries(HEADER_KEYS, JSONISH, max_size=5), st.floats(min_value=0, max_value=1e6))
 def test_fuzzed_reply_headers_are_accepted_in_range_or_refused_in_one_line(doc: dict, elapsed: float) -> None:

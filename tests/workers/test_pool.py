@@ -199,6 +199,7 @@ def test_the_pool_exports_its_task_metrics(run):
 # failures, drops, restarts, deadlines
 
 
+@pytest.mark.long
 def test_a_fit_queued_while_its_lane_is_ending_is_served_by_a_new_lane(tmp_path, decls):
     """A lane thread that has decided to end (its queue empty, its last task done) while the final fit is queued: the
     fit once waited out its whole deadline (1,800 s in a full-suite run) for a thread that was stopping its sandbox."""
@@ -591,7 +592,7 @@ def test_an_unreachable_remote_worker_fails_the_task_after_its_retry_window(tmp_
     assert (s.tapped, s.analysed, s.failed) == (6, 6, 0)
 
 
-@pytest.mark.slow  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run; kept out of -m fast
+@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
 def test_a_remote_worker_that_comes_up_within_the_retry_window_is_used(tmp_path, decls):
     """A worker restarting (not listening yet) when the fit starts: the lane waits for it and runs there."""
     from tests.workers.test_remote import serve

@@ -214,6 +214,7 @@ def test_a_failing_scorer_is_refused_in_one_line(tmp_path, mark, name, function,
     assert "\n" not in str(err.value) and "\x1b" not in str(err.value)
 
 
+@pytest.mark.long
 def test_a_hanging_scorer_is_ended_at_its_deadline(tmp_path, mark):
     t0 = time.monotonic()
     with pytest.raises(PluginScorerError, match=r"^the plugin's scorer did not finish within 3 s; it was ended$"):

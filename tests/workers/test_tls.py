@@ -80,6 +80,7 @@ def test_the_certificates_name_the_compose_services_and_the_pool_is_a_client(cer
     assert (certs / "worker.key").stat().st_mode & 0o077 == 0 and (certs / "pool.key").stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.long
 def test_a_pool_with_the_runs_certificate_runs_its_lanes_through_the_worker(tmp_path, tls_worker, certs, decls):
     address, store, gateway = tls_worker
     pool = make_pool(tmp_path, decls, ("knn",), addresses=[address], tls=pool_files(certs), sandbox=None, shadow=False)
