@@ -112,7 +112,7 @@ def test_a_key_the_code_has_but_the_page_does_not_refuses_generation(monkeypatch
         readable.section()
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_the_regeneration_command_runs_as_documented(tmp_path) -> None:
     """``--check`` from the checkout's root exits 0 when the pages are current (the command the failure message names)."""
     done = subprocess.run([sys.executable, "scripts/reference_pages.py", "--check"], cwd=REPO, capture_output=True,

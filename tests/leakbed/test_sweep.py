@@ -82,7 +82,7 @@ def test_bad_sweep_files_fail_with_one_line(tmp_path, text, message):
         read_sweep_file(path)
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_sweep_cli_needs_a_grid_and_fails_fast(tmp_path):
     run = [sys.executable, "-m", "leakbed.cli", "sweep", "--out", str(tmp_path / "o")]
     none = subprocess.run(run, capture_output=True, text=True)

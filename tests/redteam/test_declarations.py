@@ -298,7 +298,7 @@ def _offenders(tree: ast.Module, name: str) -> list[str]:
     return found
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_no_trusted_room_evaluates_a_plugins_schema_regex_or_reference():
     """No trusted module imports a JSON Schema library; every regular expression a trusted module compiles or runs,
     and every pydantic ``pattern``, is leakbed's own literal (or a module constant built of literals), never data."""

@@ -84,7 +84,7 @@ def test_progress_heatmap_is_above_chance_on_biased_users(biased):
     assert "| train \\ test |" in (biased.run_dir / "analyses" / "progress.md").read_text()
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_train_size_grows_and_iid_stays_near_chance(biased, iid):
     r = train_size.run(biased, biased.run_dir / "analyses", [1, 4])
     assert r["sizes"] == [1, 4]
@@ -93,14 +93,14 @@ def test_train_size_grows_and_iid_stays_near_chance(biased, iid):
     assert c["x_chance"][-1] < 1.5
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_prior_size_replays_shadow_updates(biased):
     r = prior_size.run(biased, biased.run_dir / "analyses", [1, 8], every=2)
     assert r["rounds"] == [1, 3] and r["sizes"][0] == 1
     assert r["x_chance"][-1] > 1.5
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_layers_every_layer_scored_and_final_above_chance(biased):
     r = layers.run(biased, biased.run_dir / "analyses", every=2)
     assert list(r["layers"]) == ["features.0", "features.3", "fc1", "fc2"]
@@ -127,7 +127,7 @@ def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys)
     assert "--sizes" in capsys.readouterr().err
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_studies_re_attack_in_sandboxed_workers_never_beside_the_truth(tmp_path, monkeypatch):
     """The attack code a study re-fits runs in the attack workers: made to fail in this process (the one that holds
     the owners), the study still gets its scores; the variant stores hold no owner."""

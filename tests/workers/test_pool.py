@@ -592,7 +592,7 @@ def test_an_unreachable_remote_worker_fails_the_task_after_its_retry_window(tmp_
     assert (s.tapped, s.analysed, s.failed) == (6, 6, 0)
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_a_remote_worker_that_comes_up_within_the_retry_window_is_used(tmp_path, decls):
     """A worker restarting (not listening yet) when the fit starts: the lane waits for it and runs there."""
     from tests.workers.test_remote import serve

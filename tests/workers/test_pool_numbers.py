@@ -93,7 +93,7 @@ def test_a_malformed_reply_header_fails_that_fit_in_one_line(tmp_path: Path, dec
     assert outputs(tmp_path, "knn")["scores"].shape == (6, 6) and not (tmp_path / "outputs" / "evil.npz").exists()
 
 
-@pytest.mark.long  # 4-12 s on an idle core: a subprocess, a sandbox or analyses over a run
+@pytest.mark.long
 def test_a_budget_longer_than_the_runs_task_deadline_is_cut_to_it(tmp_path: Path, decls, monkeypatch) -> None:
     """``mlp`` declared (here) with ``epochs`` as its budget: a budget of 100,000 s (a day and more), and of 2 s."""
     budgeted = {**decls, "mlp": decls["mlp"].model_copy(update={"budget": "epochs"})}
