@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,8 +23,10 @@ import psutil
 import pytest
 
 from leakbed.core.processes import MARK, environment, holding
+from leakbed.interrupts import SIGNALS
 from leakbed.sweep import BASELINE
 from leakbed.workers import transport
+from leakbed.workers.remote import STOP_SIGNALS, StopSignals
 from leakbed.workers.sandbox import available
 from leakbed.workers.transport import pb, pb_grpc
 from tests.integration.leftovers import Witness
@@ -127,10 +130,28 @@ def _mid_round(run: Path, prior: str = "random") -> bool:
         return False
 
 
-@pytest.mark.parametrize(
-    ("sig", "to_group"), [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False)], ids=["INT", "TERM", "HUP"]
-)
-def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Signals, to_group: bool) -> None:
+def _in_session(sid: int) -> list[str]:
+    """The live processes of session ``sid`` other than its leader: what a terminal's signal to the command's group
+    would reach besides the command."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != sid and os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{p.pid} {p.name()}")
+        except (OSError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
+
+
+def test_leakbed_run_stops_everything_it_started(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) mid-round ends everything within 10 s.
+
+    One signal end to end: SIGTERM and SIGHUP (sent to the command alone, as a service manager or a closed terminal
+    does) take the very same path. Everything the command started is in a session of its own (asserted here, on the
+    live run), so the group's signal reaches the command alone; and in the command each of the three raises the same
+    ``Interrupted`` that unwinds the same launchers (``test_every_stop_signal_takes_the_same_path``, below the process
+    level, through ``leakbed.cli.main`` for each signal)."""
+    sig = signal.SIGINT
     run, log = tmp_path / "run", tmp_path / "cli.log"
     argv = [str(VENV_BIN / "leakbed"), "run", *[a for s in TINY for a in ("--set", s)], "--out", str(run)]
     proc = _start(argv, log)
@@ -154,7 +175,8 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     before = _marked(marks, homes)
     assert any("raylet" in p for p in before) and any("flower-superlin" in p for p in before), before
     assert not _listening(marks) & RAY_DEFAULT_PORTS  # its private Ray head takes free ports only, and no dashboard
-    seconds = _stop(proc, sig, to_group)
+    assert not _in_session(proc.pid), f"in the command's session: {_in_session(proc.pid)}"  # the group: itself alone
+    seconds = _stop(proc, sig, to_group=True)
     assert proc.returncode == 128 + sig, log.read_text()[-2000:]
     assert seconds < STOPPED_WITHIN, f"stopped after {seconds:.1f} s"
     left = _marked(marks, homes)
@@ -166,6 +188,47 @@ def test_leakbed_run_stops_everything_it_started(tmp_path: Path, sig: signal.Sig
     assert (run / "config.toml").exists() and (run / "referee" / "random" / "truth.jsonl").exists()  # kept
     text = log.read_text()
     assert f"interrupted ({sig.name}): the random prior interrupted at round" in text, text[-2000:]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=[s.name.removeprefix("SIG") for s in SIGNALS])
+def test_every_stop_signal_takes_the_same_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], sig: signal.Signals
+) -> None:
+    """Below the process level, for each stop signal: ``leakbed run`` (its real CLI, config and preflight; the
+    experiment replaced by one that starts a process through a real launcher, writes round 1's progress and is then
+    sent the signal) exits 128 + its number, having stopped what the launcher started, records the signal and where
+    the run stopped in interrupted.json, says so in one line, and gives the signal's handler back. What differs
+    between the signals is their name and number alone, so one end-to-end run
+    (``test_leakbed_run_stops_everything_it_started``) stands for the three."""
+    assert threading.current_thread() is threading.main_thread()  # else no handler is set, and the signal ends pytest
+    from leakbed import cli
+    from leakbed.commands import experiment
+    from leakbed.launcher import ProcessLauncher
+
+    run = tmp_path / "run"
+    started: list[subprocess.Popen] = []
+
+    def interrupted_experiment(cfg: object, run_dir: Path, *_: object, **__: object) -> Path:
+        with ProcessLauncher(run_dir / "logs", os.environ) as launcher:
+            started.append(launcher.start("sleeper", ["sleep", "600"]))
+            (run_dir / "random").mkdir(parents=True)
+            (run_dir / "random" / "progress.json").write_text(json.dumps({"round": 1, "utility": 0.5}))
+            os.kill(os.getpid(), sig)
+            time.sleep(30)  # the handler raises Interrupted here
+        raise AssertionError(f"{sig.name} did not interrupt the experiment")
+
+    monkeypatch.setattr(experiment, "run_experiment", interrupted_experiment)
+    before = signal.getsignal(sig)
+    code = cli.main(["run", *[a for s in TINY for a in ("--set", s)], "--out", str(run)])
+    err = capsys.readouterr().err
+    assert code == 128 + sig, err
+    assert started and started[0].poll() is not None, "the launcher's process was not stopped"
+    state = json.loads((run / "interrupted.json").read_text())
+    assert state["signal"] == sig.name and state["priors"]["random"]["state"] == "interrupted", state
+    assert state["priors"]["random"]["round"] == 1 and state["priors"]["chrono"]["state"] == "not started", state
+    assert f"interrupted ({sig.name}): the random prior interrupted at round 1 of 400" in err, err
+    assert f"leakbed: stopped by {sig.name}: every process it started has ended" in err, err
+    assert signal.getsignal(sig) == before
 
 
 def test_a_second_interrupt_ends_at_once(tmp_path: Path) -> None:
@@ -186,18 +249,23 @@ def test_a_second_interrupt_ends_at_once(tmp_path: Path) -> None:
     assert not _marked(marks)
 
 
-# The sweep's grid: rand-aug at 0 and 1 beside noise and dropout at 0, so its alpha=0 point runs every defense at
-# parameter 0, which must give the undefended baseline's numbers exactly
+# The sweep's grid: rand-aug at 0 beside noise and dropout at 0, so its one point runs every defense at parameter 0,
+# which must give the undefended baseline's numbers exactly
 SWEEP_DEFENSES = 'defenses=[{name="rand-aug"}, {name="noise", variance=0.0}, {name="dropout", p=0.0}]'
 
 
 def test_an_interrupted_sweep_resumes_where_it_stopped_and_reports(tmp_path: Path) -> None:
     """Ctrl-C mid-sweep keeps the finished points; the same command resumes, runs only the rest, writes the
     trade-off (where defenses at parameter 0 reproduce the baseline exactly) and leaves nothing running; once
-    complete it reruns nothing, and another grid into the same folder is refused in one line (exit 2)."""
+    complete it reruns nothing, and another grid into the same folder is refused in one line (exit 2).
+
+    As small as that allows: two points (the baseline, finished before the interrupt, and the grid's one point at
+    parameter 0, interrupted and then resumed) of three rounds (after two the baseline's utility is still 0, which
+    normalises nothing); a grid's points and their order are ``tests/leakbed/test_sweep.py``'s, below the process
+    level."""
     out, log = tmp_path / "sweep", tmp_path / "cli.log"
     sets = [s for s in TINY if not s.startswith(("fl.rounds", "split.priors"))] + ["fl.rounds=3", 'split.priors=["random"]']
-    argv = [str(VENV_BIN / "leakbed"), "sweep", "--set", SWEEP_DEFENSES, "--grid", "defenses.0.alpha=0,1",
+    argv = [str(VENV_BIN / "leakbed"), "sweep", "--set", SWEEP_DEFENSES, "--grid", "defenses.0.alpha=0",
             *[a for s in sets for a in ("--set", s)], "--out", str(out)]  # fmt: skip
     proc = _start(argv, log)
     points: list[Path] = []
@@ -210,8 +278,8 @@ def test_an_interrupted_sweep_resumes_where_it_stopped_and_reports(tmp_path: Pat
     _wait_for(second_point_started, 600, "the second point", proc, log)
     assert _stop(proc, signal.SIGINT) < STOPPED_WITHIN and proc.returncode == 130
     finished = [p.name for p in points if (p / "metrics.json").exists()]
-    total = len(json.loads((out / "sweep.json").read_text())["points"])  # the baseline and the grid's two
-    assert total == 3 and 1 <= len(finished) < total
+    total = len(json.loads((out / "sweep.json").read_text())["points"])  # the baseline and the grid's one
+    assert total == 2 and finished == [BASELINE]
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     with Witness() as witness:  # the resumed sweep runs to its end, and then leaves nothing
         again = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=witness.env(env))
@@ -223,7 +291,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped_and_reports(tmp_path: Pat
     assert all((out / name / "metrics.json").exists() for name in names)
 
     rows = json.loads((out / "tradeoff.json").read_text())
-    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.alpha=0", "defenses.0.alpha=1"]
+    assert [r["point"] for r in rows] == [BASELINE, "defenses.0.alpha=0"]
     assert rows[0]["utility_norm"] == 1.0 and (out / "tradeoff.png").stat().st_size > 10_000
     base, off = (json.loads((out / n / "random" / "metrics.json").read_text()) for n in (BASELINE, "defenses.0.alpha=0"))
     assert len(off["defenses"]) == 3 and not base["defenses"]  # the three defenses ran, at parameter 0 ...
@@ -235,10 +303,10 @@ def test_an_interrupted_sweep_resumes_where_it_stopped_and_reports(tmp_path: Pat
         }, name
     assert off["utility"] == base["utility"]
 
-    stamp = (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns
+    stamp = (out / "defenses.0.alpha=0" / "metrics.json").stat().st_mtime_ns
     complete = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    assert complete.returncode == 0 and "ran 0 of 3 points (3 reused)" in complete.stdout, complete.stdout[-2000:]
-    assert (out / "defenses.0.alpha=1" / "metrics.json").stat().st_mtime_ns == stamp
+    assert complete.returncode == 0 and "ran 0 of 2 points (2 reused)" in complete.stdout, complete.stdout[-2000:]
+    assert (out / "defenses.0.alpha=0" / "metrics.json").stat().st_mtime_ns == stamp
     other = subprocess.run([*argv, "--grid", "fl.lr=0.2"], capture_output=True, text=True, timeout=300, env=env)
     assert other.returncode == 2 and "different sweep" in other.stderr, other.stderr[-2000:]
 
@@ -281,11 +349,27 @@ def _lane(stub: pb_grpc.LaneServiceStub, output: str) -> pb.LaneRef:
     return stub.Start(pb.LaneStart(run=transport.run_msg("r"), spec_json=json.dumps(doc)), timeout=120)
 
 
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=[s.name.removeprefix("SIG") for s in STOP_SIGNALS])
+def test_attack_worker_stop_signals_take_one_path(sig: signal.Signals) -> None:
+    """Below the process level: the attack worker's handler (``workers.remote.StopSignals``) ends its wait on each
+    stop signal, and says which, so the worker then stops in the one order the end-to-end runs below check (SIGINT to
+    its group, SIGTERM to it alone); SIGHUP, the third, needs no run of its own."""
+    assert threading.current_thread() is threading.main_thread()  # else no handler is set, and the signal ends pytest
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    killed: list[bool] = []
+    try:
+        stopped = StopSignals(lambda: killed.append(True))
+        os.kill(os.getpid(), sig)
+        assert stopped.wait() == sig and not killed  # the first signal: an orderly stop, nothing killed
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 @pytest.mark.parametrize(
     ("sig", "to_group", "where", "mode"),
-    [(signal.SIGINT, True, "socket", "auto"), (signal.SIGTERM, False, "port", "off"),
-     (signal.SIGHUP, False, "socket", "auto")],
-    ids=["INT", "TERM-unsandboxed", "HUP"],
+    [(signal.SIGINT, True, "socket", "auto"), (signal.SIGTERM, False, "port", "off")],
+    ids=["INT", "TERM-unsandboxed"],
 )  # fmt: skip
 def test_attack_worker_ends_its_lanes_socket_and_folders(
     tmp_path: Path, sig: signal.Signals, to_group: bool, where: str, mode: str
