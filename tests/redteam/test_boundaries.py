@@ -5,12 +5,12 @@ Hostile attacks (``tests/redteam/hostile``: ``leakbed_hostile.forgery`` and ``.f
 ``hostile-lastwords`` for errors and last words) are installed by hand, as pip leaves a distribution
 (``tests/redteam/handmade.py``), into an environment of this module's own that an ordinary user can read; beside
 them, ``leakbed-hostile-escapes`` publishes an entry point whose name, and another whose value, carry terminal
-escapes. One small run (6 users, 2 rounds, seed 7, one ClientApp actor) holds every attack beside ``knn`` and
-``metadata``; each test reads one route's evidence from what trusted code wrote and printed. It runs as the user who
-runs pytest only: every route here is trusted code reading bytes a plugin wrote (text, numbers, scores), and the bytes
-and the code are the same whoever runs them; the routes where the uid matters (sandboxes that share one) are
-``test_sandboxes.py``'s and ``test_declarations.py``'s, run both ways. Routes, what the adversary tried, and what
-holding means:
+escapes. One small run (6 users, 1 round: no route here reads a second; seed 7, one ClientApp actor) holds every
+attack beside ``knn`` and ``metadata``; each test reads one route's evidence from what trusted code wrote and
+printed. It runs as the user who runs pytest only: every route here is trusted code reading bytes a plugin wrote
+(text, numbers, scores), and the bytes and the code are the same whoever runs them; the routes where the uid matters
+(sandboxes that share one) are ``test_sandboxes.py``'s and ``test_declarations.py``'s, run both ways. Routes, what
+the adversary tried, and what holding means:
 
 - forged report structure (``hostile-forged-notes``): its scorer's notes, tables and figure names, and its declared
   notes, forge a ``## Verdict (leakbed)`` section, a table, remote images, a ``javascript:`` link, HTML. Holds: the
@@ -59,7 +59,7 @@ pytestmark = pytest.mark.redteam
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 DEADLINE_S = 40
 SMALL = ["seed=7", "data.synthetic.users=6", "data.synthetic.examples_per_user=40", "data.synthetic.image_size=8",
-         "fl.rounds=2", "fl.fraction_train=1.0", 'split.priors=["random"]', "workers.count=2",
+         "fl.rounds=1", "fl.fraction_train=1.0", 'split.priors=["random"]', "workers.count=2",
          f"workers.task_deadline={DEADLINE_S}", "workers.limits.output=64", "workers.limits.tmp=64",
          "simulation.client_cpus=2"]  # fmt: skip
 FRAMES = {"hostile-huge-seconds": "its seconds is an integer of 1329 bits, more than 2**53",
@@ -291,7 +291,7 @@ def test_malformed_upstream_outputs_are_refused_where_they_were_made(run: Run) -
     refused = [e for e in run.metrics["pool"]["errors"] if "not handed to attack 'metadata'" in e]
     assert refused == [
         "attack 'hostile-bad-ranking''s outputs were not handed to attack 'metadata', which builds on them: array 'scores' "
-        "has shape (12,), expected 2 dims ('n', 'k')"
+        "has shape (6,), expected 2 dims ('n', 'k')"  # one score per update: 6 users, 1 round
     ], refused
     assert "metadata" in run.metrics["suite"] and "metadata" not in run.metrics["attackers_failed"]
     assert "hostile-bad-ranking" in run.metrics["attackers_failed"]  # its own row fails, where it happened

@@ -35,6 +35,7 @@ open no socket and no file. ``tests/core/test_param_schema.py`` fuzzes declarati
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -272,9 +273,21 @@ def _constants(tree: ast.Module, depth: int = 0) -> dict[str, ast.AST]:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("leakbed.") and depth < 3:
             path = REPO / (node.module.replace(".", "/") + ".py")
             if path.is_file():
-                theirs = _constants(ast.parse(path.read_text()), depth + 1)
+                theirs = _module_constants(path, depth + 1)
                 found |= {a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs}
     return found
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A leakbed module's tree, parsed once: the scan meets the same imported modules again and again (parsing them
+    anew for every importer, at every depth, made the scan a minute of CPU)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _module_constants(path: Path, depth: int) -> dict[str, ast.AST]:
+    return _constants(_parsed(path), depth)
 
 
 def _offenders(tree: ast.Module, name: str) -> list[str]:
@@ -309,7 +322,7 @@ def test_no_trusted_room_evaluates_a_plugins_schema_regex_or_reference():
                                                     "is not a literal", "pattern=decl['p']: a pattern that is not a literal"]
     files = _trusted_files()
     assert len(files) > 100
-    offenders = [o for path in files for o in _offenders(ast.parse(path.read_text(), str(path)), str(path.relative_to(REPO)))]
+    offenders = [o for path in files for o in _offenders(_parsed(path), str(path.relative_to(REPO)))]
     assert not offenders, "\n".join(offenders)
     # the checker and the checks hold no regex, no reference resolution, no network or file access at all
     for module in ("core/param_schema.py", "core/declaration.py", "workers/checks.py"):
