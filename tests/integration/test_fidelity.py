@@ -11,27 +11,30 @@ from leakbed.core.layout import RunLayout
 from leakbed.core.store import UpdateStore
 from leakbed.simulate import SimulationLink, simulate
 from tests.conftest import tiny_config
+from tests.integration.shared_runs import BIASED, SMALL, biased_random
 
 pytestmark = pytest.mark.slow
 
-SMALL = [
-    "data.synthetic.users=24",
-    "data.synthetic.examples_per_user=100",
-    "data.synthetic.image_size=16",
-    "fl.rounds=8",
-    "fl.fraction_train=0.25",
-    "fl.lr=0.1",
-    "attack.params.mlp.epochs=100",
-]
+IID = [*SMALL, "data.synthetic.bias=0"]  # the IID control: the same users' sizes without their bias
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def iid(tmp_path_factory):
+    """The IID control with every attacker: test_iid_control_stays_at_chance's run and test_same_seed_same_numbers's
+    first one."""
+    out = tmp_path_factory.mktemp("iid")
+    return out, simulate(tiny_config(*IID), "random", out)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, iid):
+    """The biased federation's random prior is test_defenses.py's undefended run too (``shared_runs``); its chrono
+    prior's assertions read the MLP attacker only, so that prior runs that one."""
     out = tmp_path_factory.mktemp("fidelity")
     return {
-        "biased-random": simulate(tiny_config(*SMALL), "random", out / "biased"),
-        "biased-chrono": simulate(tiny_config(*SMALL), "chrono", out / "biased"),
-        "iid-random": simulate(tiny_config(*SMALL, "data.synthetic.bias=0"), "random", out / "iid"),
+        "biased-random": biased_random(tmp_path_factory),
+        "biased-chrono": simulate(tiny_config(*BIASED, 'attack.suite=["mlp"]'), "chrono", out / "biased"),
+        "iid-random": iid[1],
     }
 
 
@@ -63,19 +66,19 @@ def _rows(anon: dict) -> list[tuple[int, bytes]]:
     return sorted((int(r), np.ascontiguousarray(v).tobytes()) for r, v in zip(anon["round"], anon["vectors"], strict=True))
 
 
-def test_same_seed_same_numbers(tmp_path):
+def test_same_seed_same_numbers(iid, tmp_path):
     """The same seed gives the same metrics and the same updates; the update ids are opaque
     (a random per-run key, not the seed), so they differ between the two runs and no seeded
     generator the attack side could hold regenerates them. Nor do the numbers depend on how many
-    ClientApp actors Flower's pool holds: the first run has one on the tests' one-CPU Ray head, the second two
-    on a private Ray of this machine's two cores (its own SuperLink)."""
-    cfg = tiny_config()
-    a = simulate(cfg, "random", tmp_path / "a")
+    ClientApp actors Flower's pool holds: the first run (the module's IID control) has one on the tests' one-CPU
+    Ray head, the second two on a private Ray of this machine's two cores (its own SuperLink)."""
+    cfg = tiny_config(*IID)
+    a_dir, a = iid
     with SimulationLink(tmp_path / "private-logs") as private:
         b = simulate(cfg, "random", tmp_path / "b", link=private)
     assert json.dumps(a["attackers"], sort_keys=True) == json.dumps(b["attackers"], sort_keys=True)
     assert a["utility"] == b["utility"]
-    va = UpdateStore(RunLayout(tmp_path / "a").store("random")).read_anon()
+    va = UpdateStore(RunLayout(a_dir).store("random")).read_anon()
     vb = UpdateStore(RunLayout(tmp_path / "b").store("random")).read_anon()
     assert len(va["ids"]) == len(vb["ids"]) > 0 and _rows(va) == _rows(vb)
     ids_a, ids_b = set(map(str, va["ids"])), set(map(str, vb["ids"]))
@@ -83,5 +86,5 @@ def test_same_seed_same_numbers(tmp_path):
     for seed in (cfg.seed, derived_seed(cfg.seed, "attacker"), derived_seed(cfg.seed, "sampling")):
         rng = np.random.default_rng([seed, 0x5A])  # how the shuffler used to draw them
         assert not {rng.bytes(8).hex() for _ in range(4 * len(ids_a))} & (ids_a | ids_b)
-    c = simulate(tiny_config("seed=1"), "random", tmp_path / "c")
+    c = simulate(tiny_config(*IID, "seed=1"), "random", tmp_path / "c")
     assert c["utility"] != a["utility"]
