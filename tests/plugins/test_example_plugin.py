@@ -104,11 +104,12 @@ def _metrics(run: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_leakbed_run_and_flwr_run_run_the_plugin_sandboxed_and_score_it(example_plugin, tmp_path):
+def test_leakbed_run_and_flwr_run_run_the_plugin_sandboxed_and_score_it(example_plugin, tmp_path, _shared_simulation):
     """``leakbed run`` without the defense: the attack reads the devices' main class well above chance. ``flwr run``
-    (Flower's CLI against a simulation SuperLink) with every device hiding its biases: it falls to chance."""
-    from leakbed.simulate import SimulationLink
-
+    (Flower's CLI against a simulation SuperLink: the session's, joined to its Ray head, so the run skips a SuperLink's
+    and Ray's start and stop) with every device hiding its biases: it falls to chance."""
+    link = _shared_simulation.link
+    assert link is not None  # started for every slow test (tests/conftest.py)
     plain = tmp_path / "plain"
     cmd = [str(VENV_BIN / "leakbed"), "run", *[a for s in SMALL for a in ("--set", s)], "--out", str(plain)]
     done = subprocess.run(cmd, env=flower_env(tmp_path / "home"), capture_output=True, text=True, timeout=900)
@@ -122,8 +123,8 @@ def test_leakbed_run_and_flwr_run_run_the_plugin_sandboxed_and_score_it(example_
 
     hidden = tmp_path / "hidden"
     sets = " ".join([*SMALL, 'defenses=[{name="hide-bias"}]'])
-    with SimulationLink(tmp_path / "link-logs") as link:
-        link.submit({"set": sets, "prior": "random", "out-dir": str(hidden)}, {"num-supernodes": 12}, tmp_path / "flwr.log")
+    federation = {"num-supernodes": 12, "client-resources-num-cpus": 1}  # the session head has one CPU
+    link.submit({"set": sets, "prior": "random", "out-dir": str(hidden)}, federation, tmp_path / "flwr.log")
     log = (tmp_path / "flwr.log").read_text()
     assert "Successfully started run" in log, log[-2000:]
     m = _metrics(hidden)
