@@ -38,7 +38,7 @@ def test_membership_recall_is_one_in_a_federation(tmp_path):
         "fl.fraction_train=1.0",
         "fl.local_steps=1",
         "fl.batch_size=4",
-        'attack.suite=["knn", "membership"]',
+        'attack.suite=["membership"]',  # the one attack read here: one sandboxed lane
         'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path / "run")

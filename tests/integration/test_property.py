@@ -30,7 +30,7 @@ def test_property_appears_at_onset_and_is_inferred(tmp_path):
         "fl.batch_size=8",
         f"data.property_plan.holders={holders}",
         "data.property_plan.onset_round=2",
-        'attack.suite=["knn", "property"]',
+        'attack.suite=["property"]',  # the one attack read here: one sandboxed lane
         'split.priors=["random"]',
     )
     run = simulate(cfg, "random", tmp_path)

@@ -19,6 +19,7 @@ def test_shakespeare_roles_train_an_lstm_and_are_attacked(tmp_path):
         "fl.rounds=2",
         "fl.fraction_train=0.5",
         'split.priors=["random"]',
+        'attack.suite=["knn"]',  # nothing here reads an attacker's score: one lane, not three
     )
     run = simulate(cfg, "random", tmp_path)
     assert run["users"] == 4 and run["attack_layers"] == ["fc.weight", "fc.bias"]
