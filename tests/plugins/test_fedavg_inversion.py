@@ -6,8 +6,6 @@ Gradients, reading Δw as one gradient, and other people's images (chance) do no
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,6 @@ from leakbed.core.models import build_model
 from leakbed.core.training import TrainConfig, batch_indices, local_update
 from leakbed.referee.score_reconstruction import RECOVERED_PSNR, label_accuracy, psnr_matched
 from tests.conftest import REPO, SHARED_DATA
-from tests.integration.procs import VENV_BIN
 
 PLUGIN = REPO / "plugins" / "leakbed-fedavg-inversion"
 FEMNIST = SHARED_DATA / "femnist"
@@ -91,10 +88,13 @@ def test_label_counts_are_read_through_every_local_step(writer) -> None:
     assert list(rounded_counts(np.array([0.26, 0.5, -1.0, 0.24]), 4)) == [1, 2, 0, 1]
 
 
-@pytest.mark.slow  # two 300-step inversions: 13 s of CPU, kept out of the fast tier (pytest -m fast)
+@pytest.mark.slow  # a 150- and a 300-step inversion: kept out of the fast tier (pytest -m fast)
 @pytest.mark.shared_data("femnist")
 def test_fedavg_inversion_recovers_images_that_fedsgd_inversion_and_chance_do_not(writer) -> None:
-    """The headline at a small scale: 5 local epochs of 2 batches of 5 FEMNIST images (U = 10, 10 steps)."""
+    """The headline at a small scale: 5 local epochs of 2 batches of 5 FEMNIST images (U = 10, 10 steps). Ours at
+    150 iterations, not 300 (they are most of the test's CPU); IG keeps its 300, so the baseline is not weakened.
+    Measured at 150: ours recovers 90% (PSNR 24.1 dB), IG 40% (19.1 dB), chance 10% (17.5 dB); at 100 ours fell
+    to 80%, on the bound."""
     data, aux, model = writer
     tc = TrainConfig(5, 5, 0.01, "sgd", 0.0, 0)
     start, delta = _update(model, data, tc)
@@ -103,7 +103,7 @@ def test_fedavg_inversion_recovers_images_that_fedsgd_inversion_and_chance_do_no
     gen = torch.Generator().manual_seed(0)
     ours = invert(
         model, start, delta, data.y.astype(np.int64), plan, lr=0.01, momentum=0.0, seed=0,
-        settings=Settings(300, 0.05, 0.995, "l2", 0.01, 10.0, 1),
+        settings=Settings(150, 0.05, 0.995, "l2", 0.01, 10.0, 1),
         init=lambda k: (torch.as_tensor(aux.mean(0)) + 0.1 * torch.rand(k, *aux.shape[1:], generator=gen)).clamp(0, 1),
     )  # fmt: skip
     grads = {k: (v / (0.01 * plan.steps)).numpy() for k, v in delta.items()}
@@ -129,17 +129,21 @@ def test_the_plugin_imports_leakbed_only_through_its_public_module() -> None:
 @pytest.mark.slow
 @pytest.mark.shared_data("femnist")
 def test_a_real_run_attacks_fedavg_updates_in_the_sandbox_and_the_referee_scores_it(tmp_path: Path) -> None:
+    """The plugin's attack in a real Flower simulation, on the session's simulation SuperLink and Ray head
+    (``leakbed.simulate``, which ``leakbed run`` submits each prior through; tests/plugins/test_example_plugin.py runs a
+    plugin through the CLI's process): the run skips a CLI process's start and its own SuperLink's and Ray's start and
+    stop. The ServerApp preflights the config, runs the attack in a bubblewrap lane, has the referee score it and
+    writes the report."""
+    from leakbed.simulate import simulate
+
     out = tmp_path / "run"
     sets = [
         f"data.path='{FEMNIST}'", "data.max_users=4", "fl.rounds=1", "workers.sandbox='on'",
-        "attack.params.fedavg-inversion.updates_per_round=1", "attack.params.fedavg-inversion.iterations=300",
+        "attack.params.fedavg-inversion.updates_per_round=1", "attack.params.fedavg-inversion.iterations=150",
     ]  # fmt: skip
-    cmd = [str(VENV_BIN / "leakbed"), "run", str(REPO / "leakbed/configs/femnist-fedavg-inversion.toml"), "--out", str(out)]
-    for s in sets:
-        cmd += ["--set", s]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    metrics = json.loads((out / "random" / "metrics.json").read_text())
+    # 150 iterations, not 300: the inversion is most of the run's CPU (300: 143 CPU-s for the test, 150: 105). Measured
+    # at 150: 60% recovered (chance 0%), PSNR 21.9 dB (chance 15.1); at 300: 90%, 22.9 dB
+    metrics = simulate(load_config(REPO / "leakbed/configs/femnist-fedavg-inversion.toml", sets), "random", out)
     assert metrics["attack_sandbox"].startswith("sandboxed: bubblewrap"), metrics["attack_sandbox"]
     m = metrics["suite"]["fedavg-inversion"]
     assert m["updates"] == 1 and m["samples_mean"] == 10 and m["local_steps"] == 10, m

@@ -85,10 +85,28 @@ def test_progress_heatmap_is_above_chance_on_biased_users(biased):
 
 
 @pytest.mark.long
-def test_train_size_grows_and_iid_stays_near_chance(biased, iid):
-    r = train_size.run(biased, biased.run_dir / "analyses", [1, 4])
-    assert r["sizes"] == [1, 4]
+def test_train_size_grows_and_iid_stays_near_chance_and_re_attacks_in_sandboxed_workers(biased, iid, monkeypatch):
+    """The attack code a study re-fits runs in the attack workers: made to fail in this process (the one that holds
+    the owners), the study still gets its scores; the variant stores hold no owner. One train-size study on the
+    biased run checks both (it was two identical-config runs, one in a test of its own)."""
+    import leakbed.attacks.reidentify
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("attack code ran beside the truth")
+
+    monkeypatch.setattr(leakbed.attacks.reidentify.MLP, "classify", not_here)
+    r = train_size.run(biased, biased.run_dir / "analyses", [1, 2])  # and the most every user has (4)
+    assert r["sizes"] == [1, 2, 4]
+    assert all(a > c for a, c in zip(r["ap"], r["chance_ap"], strict=True)), r
     assert r["x_chance"][-1] > 1.8
+    stores = biased.run_dir / "studies" / "train-size-random" / "store"
+    owners = set(biased.fed.user_ids)
+    anons = list(stores.glob("*/anon/*.npz"))
+    assert len(anons) >= 3, anons  # one store per size
+    for anon in anons:
+        with np.load(anon) as z:
+            assert not owners & {str(i) for i in z["ids"]}  # opaque ids: the owners stayed in this process
+    assert any((biased.run_dir / "studies" / "train-size-random" / "logs").iterdir())  # one log per lane (workers.pool)
     c = train_size.run(iid, iid.run_dir / "analyses", [4])
     assert c["x_chance"][-1] < 1.5
 
@@ -119,31 +137,9 @@ def test_raw_vs_update(biased):
 
 @pytest.mark.long
 def test_cli_writes_into_the_run_and_rejects_bad_input(biased, tmp_path, capsys):
-    assert main(["analyze", "train-size", str(biased.run_dir), "--sizes", "2"]) == 0
+    assert main(["analyze", "train-size", str(biased.run_dir), "--sizes", "4"]) == 0  # one size: one lane
     assert (biased.run_dir / "analyses" / "train_size.md").exists()
     assert main(["analyze", "train-size", str(tmp_path), "--sizes", "2"]) == 2
     assert "not a finished run" in capsys.readouterr().err
     assert main(["analyze", "prior-size", str(biased.run_dir), "--sizes", "0,2"]) == 2
     assert "--sizes" in capsys.readouterr().err
-
-
-@pytest.mark.long
-def test_studies_re_attack_in_sandboxed_workers_never_beside_the_truth(tmp_path, monkeypatch):
-    """The attack code a study re-fits runs in the attack workers: made to fail in this process (the one that holds
-    the owners), the study still gets its scores; the variant stores hold no owner."""
-    import leakbed.attacks.reidentify
-
-    def not_here(*args, **kwargs):
-        raise AssertionError("attack code ran beside the truth")
-
-    monkeypatch.setattr(leakbed.attacks.reidentify.MLP, "classify", not_here)
-    run = make_run(tmp_path)
-    view = RunView.open(run)
-    result = train_size.run(view, run / "analyses", [1, 2])  # and the most every user has (4)
-    assert len(result["ap"]) == 3 and all(a > c for a, c in zip(result["ap"], result["chance_ap"], strict=True))
-    stores = run / "studies" / "train-size-random" / "store"
-    owners = set(view.fed.user_ids)
-    for anon in stores.glob("*/anon/*.npz"):
-        with np.load(anon) as z:
-            assert not owners & {str(i) for i in z["ids"]}  # opaque ids: the owners stayed in this process
-    assert any((run / "studies" / "train-size-random" / "logs").iterdir())  # one log per lane (workers.pool)
