@@ -353,12 +353,19 @@ def _lane(stub: pb_grpc.LaneServiceStub, output: str) -> pb.LaneRef:
 def test_attack_worker_stop_signals_take_one_path(sig: signal.Signals) -> None:
     """Below the process level: the attack worker's handler (``workers.remote.StopSignals``) ends its wait on each
     stop signal, and says which, so the worker then stops in the one order the end-to-end runs below check (SIGINT to
-    its group, SIGTERM to it alone); SIGHUP, the third, needs no run of its own."""
+    its group, SIGTERM to it alone); SIGHUP, the third, needs no run of its own. A signal the process ignores (a
+    worker started under ``nohup``, as this suite may be) stays ignored: each case sets the disposition it starts
+    from, so the test neither depends on how pytest was started nor waits for a signal that never comes."""
     assert threading.current_thread() is threading.main_thread()  # else no handler is set, and the signal ends pytest
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     killed: list[bool] = []
     try:
+        signal.signal(sig, signal.SIG_IGN)
+        StopSignals(lambda: killed.append(True))
+        assert signal.getsignal(sig) is signal.SIG_IGN  # ignored before, ignored after
+        signal.signal(sig, signal.SIG_DFL)
         stopped = StopSignals(lambda: killed.append(True))
+        assert signal.getsignal(sig) == stopped._handler  # installed: the signal below cannot end pytest
         os.kill(os.getpid(), sig)
         assert stopped.wait() == sig and not killed  # the first signal: an orderly stop, nothing killed
     finally:
